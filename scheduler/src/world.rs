@@ -1,0 +1,784 @@
+//! The thread table, run queue, futex queues and timers.
+//!
+//! The tracer tells the world what the tracees did (a thread was created, it
+//! blocked on a futex, it made an intercepted syscall) and asks it what to do
+//! next. One thread holds the turn at a time; [`World::next`] hands it on.
+//! Iteration orders are those of `Vec` and `BTreeMap`, so every decision is a
+//! function of the seed and of the sequence of calls.
+
+use crate::clock::Clock;
+use crate::rng::{Purpose, Streams};
+use rand_chacha::ChaCha20Rng;
+use rand_core::RngCore;
+use std::collections::{BTreeMap, VecDeque};
+
+/// A thread, numbered in creation order from 0.
+pub type Tid = u32;
+/// A process, numbered in creation order from 0.
+pub type ProcId = u32;
+
+/// Identity of a futex word: private futexes are keyed by the process'
+/// address space, shared ones by a key the tracer derives from the mapping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FutexKey {
+    pub space: u64,
+    pub addr: u64,
+}
+
+/// What a parked thread waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    Futex { key: FutexKey, bitset: u32 },
+    /// nanosleep and friends: only the deadline wakes it.
+    Sleep,
+    /// fd readiness, checked by the tracer.
+    Io,
+    /// wait4/waitid: a child changed state.
+    Child,
+    /// pause/sigsuspend/sigtimedwait: a signal.
+    Signal,
+    /// A vfork parent until its child execs or exits (in the kernel).
+    Vfork,
+}
+
+impl Wait {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Wait::Futex { .. } => "futex",
+            Wait::Sleep => "sleep",
+            Wait::Io => "io",
+            Wait::Child => "child",
+            Wait::Signal => "signal",
+            Wait::Vfork => "vfork",
+        }
+    }
+}
+
+/// Why a parked thread became runnable again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WakeReason {
+    Woken,
+    Timeout,
+    Interrupted,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Runnable,
+    Running,
+    Blocked(Wait),
+    Dead,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// Run a thread until it blocks or uses its quantum, then round-robin.
+    RoundRobin,
+    /// Seeded random choice at every scheduling point.
+    Chaos,
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub seed: u64,
+    pub epoch_secs: u64,
+    pub event_cost_ns: u64,
+    /// Intercepted events a thread may run before the turn moves on.
+    pub quantum: u32,
+    pub policy: Policy,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            seed: 0,
+            epoch_secs: 1_704_067_200, // 2024-01-01T00:00:00Z
+            event_cost_ns: 1_000,
+            quantum: 10_000,
+            policy: Policy::RoundRobin,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Thread {
+    proc: ProcId,
+    state: State,
+    deadline: Option<u64>,
+    wake: Option<WakeReason>,
+    cpu_ns: u64,
+}
+
+/// Where a timer's signal goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SigTarget {
+    Process,
+    Thread(Tid),
+}
+
+/// A POSIX/itimer/alarm timer of a process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimerSpec {
+    pub signal: i32,
+    pub target: SigTarget,
+    /// sigev_value to pass along.
+    pub value: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Timer {
+    spec: TimerSpec,
+    deadline: Option<u64>,
+    interval: u64,
+    overrun: u64,
+}
+
+/// A signal a timer raised; the tracer sends it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    pub proc: ProcId,
+    pub timer: i32,
+    pub spec: TimerSpec,
+}
+
+#[derive(Clone, Debug)]
+struct Proc {
+    threads: Vec<Tid>,
+    alive: bool,
+    app: ChaCha20Rng,
+    at_random: ChaCha20Rng,
+    cpu_ns: u64,
+    timers: BTreeMap<i32, Timer>,
+}
+
+/// What the tracer should do next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Give the turn to this thread.
+    Run(Tid),
+    /// Timers fired: send these signals, then ask again.
+    Deliver(Vec<Delivery>),
+    /// Nothing is runnable, no timer is pending: only the outside world (or
+    /// nothing: a deadlock) can wake a thread.
+    Idle,
+    /// No thread is left.
+    Done,
+}
+
+/// Timer ids used for alarm/setitimer(ITIMER_REAL) and the other itimers.
+pub const ITIMER_REAL_ID: i32 = -1;
+pub const ITIMER_VIRTUAL_ID: i32 = -2;
+pub const ITIMER_PROF_ID: i32 = -3;
+
+#[derive(Clone, Debug)]
+pub struct World {
+    pub clock: Clock,
+    cfg: Config,
+    streams: Streams,
+    sched: ChaCha20Rng,
+    threads: Vec<Thread>,
+    procs: Vec<Proc>,
+    futexes: BTreeMap<FutexKey, VecDeque<Tid>>,
+    current: Option<Tid>,
+    last: Option<Tid>,
+    slice: u32,
+    /// Cached earliest deadline of any thread or timer (u64::MAX: none).
+    next_deadline: u64,
+    /// Scheduling decisions made, for the summary and traces.
+    pub decisions: u64,
+    pub switches: u64,
+}
+
+impl World {
+    pub fn new(cfg: Config) -> World {
+        let streams = Streams::new(cfg.seed);
+        World {
+            clock: Clock::new(cfg.epoch_secs, cfg.event_cost_ns),
+            sched: streams.stream(Purpose::Sched, 0),
+            streams,
+            cfg,
+            threads: Vec::new(),
+            procs: Vec::new(),
+            futexes: BTreeMap::new(),
+            current: None,
+            last: None,
+            slice: 0,
+            next_deadline: u64::MAX,
+            decisions: 0,
+            switches: 0,
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    pub fn streams(&self) -> &Streams {
+        &self.streams
+    }
+
+    // ---- processes and threads ----
+
+    /// A new process (its first thread is added with [`World::add_thread`]).
+    pub fn add_process(&mut self) -> ProcId {
+        let id = self.procs.len() as ProcId;
+        self.procs.push(Proc {
+            threads: Vec::new(),
+            alive: true,
+            app: self.streams.stream(Purpose::App, id as u64),
+            at_random: self.streams.stream(Purpose::AtRandom, id as u64),
+            cpu_ns: 0,
+            timers: BTreeMap::new(),
+        });
+        id
+    }
+
+    /// A new runnable thread in `proc`.
+    pub fn add_thread(&mut self, proc: ProcId) -> Tid {
+        let id = self.threads.len() as Tid;
+        self.threads.push(Thread {
+            proc,
+            state: State::Runnable,
+            deadline: None,
+            wake: None,
+            cpu_ns: 0,
+        });
+        if let Some(p) = self.procs.get_mut(proc as usize) {
+            p.threads.push(id);
+        }
+        id
+    }
+
+    pub fn proc_of(&self, t: Tid) -> ProcId {
+        self.threads[t as usize].proc
+    }
+
+    pub fn threads_of(&self, p: ProcId) -> &[Tid] {
+        &self.procs[p as usize].threads
+    }
+
+    pub fn thread_count(&self) -> usize {
+        self.threads.len()
+    }
+
+    pub fn process_count(&self) -> usize {
+        self.procs.len()
+    }
+
+    pub fn is_alive(&self, t: Tid) -> bool {
+        self.threads
+            .get(t as usize)
+            .is_some_and(|th| th.state != State::Dead)
+    }
+
+    /// The thread is gone. Its waits and the turn are released.
+    pub fn exit_thread(&mut self, t: Tid) {
+        self.unpark(t);
+        let th = &mut self.threads[t as usize];
+        th.state = State::Dead;
+        th.deadline = None;
+        let p = th.proc as usize;
+        if self.current == Some(t) {
+            self.current = None;
+        }
+        if self.procs[p]
+            .threads
+            .iter()
+            .all(|&x| self.threads[x as usize].state == State::Dead)
+        {
+            self.procs[p].alive = false;
+            self.procs[p].timers.clear();
+        }
+        self.recompute_deadline();
+    }
+
+    /// Exec replaced the process image: its timers survive (POSIX), only
+    /// POSIX timers (ids >= 0) are deleted.
+    pub fn exec_process(&mut self, p: ProcId) {
+        self.procs[p as usize].timers.retain(|id, _| *id < 0);
+        self.recompute_deadline();
+    }
+
+    // ---- the clock ----
+
+    /// One intercepted event of thread `t`. Returns true when `t` has used its
+    /// quantum and should give up the turn.
+    pub fn tick(&mut self, t: Tid) -> bool {
+        self.clock.tick();
+        let cost = self.clock.event_cost;
+        if let Some(th) = self.threads.get_mut(t as usize) {
+            th.cpu_ns += cost;
+            let p = th.proc as usize;
+            self.procs[p].cpu_ns += cost;
+        }
+        self.slice += 1;
+        self.slice >= self.cfg.quantum
+    }
+
+    pub fn thread_cpu_ns(&self, t: Tid) -> u64 {
+        self.threads[t as usize].cpu_ns
+    }
+
+    pub fn proc_cpu_ns(&self, p: ProcId) -> u64 {
+        self.procs[p as usize].cpu_ns
+    }
+
+    /// True when a deadline has passed and [`World::fire_due`] has work.
+    pub fn timers_due(&self) -> bool {
+        self.clock.monotonic() >= self.next_deadline
+    }
+
+    /// Wake threads whose deadline passed and return the signals of timers
+    /// that expired, in (deadline, process, timer) order.
+    pub fn fire_due(&mut self) -> Vec<Delivery> {
+        let now = self.clock.monotonic();
+        let mut out = Vec::new();
+        if now < self.next_deadline {
+            return out;
+        }
+        for t in 0..self.threads.len() {
+            let th = &self.threads[t];
+            if matches!(th.state, State::Blocked(_)) && th.deadline.is_some_and(|d| d <= now) {
+                self.wake(t as Tid, WakeReason::Timeout);
+            }
+        }
+        let mut fired: Vec<(u64, ProcId, i32)> = Vec::new();
+        for (pi, p) in self.procs.iter_mut().enumerate() {
+            if !p.alive {
+                continue;
+            }
+            for (id, tm) in p.timers.iter_mut() {
+                if let Some(d) = tm.deadline {
+                    if d <= now {
+                        fired.push((d, pi as ProcId, *id));
+                        if tm.interval > 0 {
+                            let missed = (now - d) / tm.interval;
+                            tm.overrun = missed;
+                            tm.deadline = Some(d + (missed + 1) * tm.interval);
+                        } else {
+                            tm.deadline = None;
+                        }
+                    }
+                }
+            }
+        }
+        fired.sort();
+        for (_, p, id) in fired {
+            let spec = self.procs[p as usize].timers[&id].spec;
+            out.push(Delivery {
+                proc: p,
+                timer: id,
+                spec,
+            });
+        }
+        self.recompute_deadline();
+        out
+    }
+
+    fn recompute_deadline(&mut self) {
+        let mut d = u64::MAX;
+        for th in &self.threads {
+            if matches!(th.state, State::Blocked(_)) {
+                if let Some(x) = th.deadline {
+                    d = d.min(x);
+                }
+            }
+        }
+        for p in &self.procs {
+            if p.alive {
+                for tm in p.timers.values() {
+                    if let Some(x) = tm.deadline {
+                        d = d.min(x);
+                    }
+                }
+            }
+        }
+        self.next_deadline = d;
+    }
+
+    // ---- randomness ----
+
+    /// Application random bytes for process `p`.
+    pub fn fill_random(&mut self, p: ProcId, buf: &mut [u8]) {
+        self.procs[p as usize].app.fill_bytes(buf);
+    }
+
+    /// The 16 AT_RANDOM bytes for an exec of process `p`.
+    pub fn at_random(&mut self, p: ProcId) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        self.procs[p as usize].at_random.fill_bytes(&mut b);
+        b
+    }
+
+    // ---- blocking ----
+
+    /// Park `t` until woken or until the monotonic `deadline`.
+    pub fn block(&mut self, t: Tid, wait: Wait, deadline: Option<u64>) {
+        let th = &mut self.threads[t as usize];
+        th.state = State::Blocked(wait);
+        th.deadline = deadline;
+        th.wake = None;
+        if let Wait::Futex { key, .. } = wait {
+            self.futexes.entry(key).or_default().push_back(t);
+        }
+        if self.current == Some(t) {
+            self.current = None;
+        }
+        if let Some(d) = deadline {
+            self.next_deadline = self.next_deadline.min(d);
+        }
+    }
+
+    /// What `t` is parked on, if it is.
+    pub fn waiting_on(&self, t: Tid) -> Option<Wait> {
+        match self.threads.get(t as usize)?.state {
+            State::Blocked(w) => Some(w),
+            _ => None,
+        }
+    }
+
+    pub fn deadline_of(&self, t: Tid) -> Option<u64> {
+        self.threads.get(t as usize)?.deadline
+    }
+
+    fn unpark(&mut self, t: Tid) {
+        if let State::Blocked(Wait::Futex { key, .. }) = self.threads[t as usize].state {
+            if let Some(q) = self.futexes.get_mut(&key) {
+                q.retain(|&x| x != t);
+                if q.is_empty() {
+                    self.futexes.remove(&key);
+                }
+            }
+        }
+    }
+
+    /// Make a parked thread runnable. No effect on a thread that is not parked.
+    pub fn wake(&mut self, t: Tid, reason: WakeReason) -> bool {
+        if !matches!(self.threads[t as usize].state, State::Blocked(_)) {
+            return false;
+        }
+        self.unpark(t);
+        let th = &mut self.threads[t as usize];
+        let had_deadline = th.deadline.take().is_some();
+        th.state = State::Runnable;
+        th.wake = Some(reason);
+        if had_deadline {
+            self.recompute_deadline();
+        }
+        true
+    }
+
+    /// The reason the thread was last woken (taken once).
+    pub fn take_wake(&mut self, t: Tid) -> Option<WakeReason> {
+        self.threads[t as usize].wake.take()
+    }
+
+    /// Threads parked on a given kind of wait, in creation order.
+    pub fn parked(&self, pred: impl Fn(Wait) -> bool) -> Vec<Tid> {
+        self.threads
+            .iter()
+            .enumerate()
+            .filter_map(|(i, th)| match th.state {
+                State::Blocked(w) if pred(w) => Some(i as Tid),
+                _ => None,
+            })
+            .collect()
+    }
+
+    // ---- futexes ----
+
+    /// Wake up to `n` waiters of `key` whose bitset intersects `bitset`.
+    pub fn futex_wake(&mut self, key: FutexKey, n: u32, bitset: u32) -> u32 {
+        let Some(q) = self.futexes.get(&key) else {
+            return 0;
+        };
+        let mut woken = Vec::new();
+        for &t in q.iter() {
+            if woken.len() as u32 >= n {
+                break;
+            }
+            if let State::Blocked(Wait::Futex { bitset: b, .. }) = self.threads[t as usize].state {
+                if b & bitset != 0 {
+                    woken.push(t);
+                }
+            }
+        }
+        for &t in &woken {
+            self.wake(t, WakeReason::Woken);
+        }
+        woken.len() as u32
+    }
+
+    /// Wake `nwake` waiters of `from` and move up to `nmove` others to `to`.
+    /// Returns (woken, moved).
+    pub fn futex_requeue(&mut self, from: FutexKey, to: FutexKey, nwake: u32, nmove: u32) -> (u32, u32) {
+        let woken = self.futex_wake(from, nwake, u32::MAX);
+        let mut moved = 0;
+        if from == to {
+            return (woken, 0);
+        }
+        while moved < nmove {
+            let Some(q) = self.futexes.get_mut(&from) else {
+                break;
+            };
+            let Some(t) = q.pop_front() else {
+                break;
+            };
+            if q.is_empty() {
+                self.futexes.remove(&from);
+            }
+            if let State::Blocked(Wait::Futex { key, .. }) = &mut self.threads[t as usize].state {
+                *key = to;
+            }
+            self.futexes.entry(to).or_default().push_back(t);
+            moved += 1;
+        }
+        (woken, moved)
+    }
+
+    pub fn futex_waiters(&self, key: FutexKey) -> usize {
+        self.futexes.get(&key).map_or(0, |q| q.len())
+    }
+
+    // ---- timers ----
+
+    /// Set (or with `value == 0` disarm) timer `id` of `p`. Returns the old
+    /// (remaining, interval) in ns.
+    pub fn set_timer(&mut self, p: ProcId, id: i32, spec: TimerSpec, value: u64, interval: u64) -> (u64, u64) {
+        let now = self.clock.monotonic();
+        let old = self.get_timer(p, id);
+        let tm = self.procs[p as usize].timers.entry(id).or_insert(Timer {
+            spec,
+            deadline: None,
+            interval: 0,
+            overrun: 0,
+        });
+        tm.spec = spec;
+        tm.deadline = if value == 0 { None } else { Some(now.saturating_add(value)) };
+        tm.interval = interval;
+        self.recompute_deadline();
+        old
+    }
+
+    /// Create a POSIX timer; returns its id (0, 1, ... in creation order).
+    pub fn create_timer(&mut self, p: ProcId, spec: TimerSpec) -> i32 {
+        let timers = &mut self.procs[p as usize].timers;
+        let id = (0..).find(|i| !timers.contains_key(i)).unwrap_or(0);
+        timers.insert(
+            id,
+            Timer {
+                spec,
+                deadline: None,
+                interval: 0,
+                overrun: 0,
+            },
+        );
+        id
+    }
+
+    pub fn has_timer(&self, p: ProcId, id: i32) -> bool {
+        self.procs[p as usize].timers.contains_key(&id)
+    }
+
+    pub fn timer_spec(&self, p: ProcId, id: i32) -> Option<TimerSpec> {
+        self.procs[p as usize].timers.get(&id).map(|t| t.spec)
+    }
+
+    pub fn delete_timer(&mut self, p: ProcId, id: i32) -> bool {
+        let r = self.procs[p as usize].timers.remove(&id).is_some();
+        self.recompute_deadline();
+        r
+    }
+
+    /// (remaining, interval) of a timer in ns; (0, 0) when disarmed.
+    pub fn get_timer(&self, p: ProcId, id: i32) -> (u64, u64) {
+        let now = self.clock.monotonic();
+        match self.procs[p as usize].timers.get(&id) {
+            Some(t) => (t.deadline.map_or(0, |d| d.saturating_sub(now)), t.interval),
+            None => (0, 0),
+        }
+    }
+
+    pub fn timer_overrun(&self, p: ProcId, id: i32) -> u64 {
+        self.procs[p as usize].timers.get(&id).map_or(0, |t| t.overrun)
+    }
+
+    // ---- the turn ----
+
+    pub fn current(&self) -> Option<Tid> {
+        self.current
+    }
+
+    /// `t` gives up the turn but stays runnable.
+    pub fn yield_turn(&mut self, t: Tid) {
+        if self.threads[t as usize].state == State::Running {
+            self.threads[t as usize].state = State::Runnable;
+        }
+        if self.current == Some(t) {
+            self.current = None;
+        }
+    }
+
+    pub fn is_runnable(&self, t: Tid) -> bool {
+        self.threads[t as usize].state == State::Runnable
+    }
+
+    fn runnable(&self) -> impl Iterator<Item = Tid> + '_ {
+        self.threads
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.state == State::Runnable)
+            .map(|(i, _)| i as Tid)
+    }
+
+    fn pick(&mut self) -> Option<Tid> {
+        let n = self.threads.len() as Tid;
+        match self.cfg.policy {
+            Policy::RoundRobin => {
+                let start = self.last.map_or(0, |l| l + 1);
+                (0..n)
+                    .map(|i| (start + i) % n)
+                    .find(|&t| self.threads[t as usize].state == State::Runnable)
+            }
+            Policy::Chaos => {
+                let c: Vec<Tid> = self.runnable().collect();
+                if c.is_empty() {
+                    None
+                } else {
+                    let i = (self.sched.next_u64() % c.len() as u64) as usize;
+                    Some(c[i])
+                }
+            }
+        }
+    }
+
+    /// Decide who runs next. The caller has already given up the turn of the
+    /// previous thread (blocked it, yielded it, or it died).
+    pub fn next(&mut self) -> Next {
+        debug_assert!(self.current.is_none());
+        loop {
+            if let Some(t) = self.pick() {
+                self.decisions += 1;
+                if self.last != Some(t) {
+                    self.switches += 1;
+                }
+                self.threads[t as usize].state = State::Running;
+                self.current = Some(t);
+                self.last = Some(t);
+                self.slice = 0;
+                return Next::Run(t);
+            }
+            if self.threads.iter().all(|t| t.state == State::Dead) {
+                return Next::Done;
+            }
+            if self.next_deadline == u64::MAX {
+                return Next::Idle;
+            }
+            // Nothing can run: jump to the next timer.
+            self.clock.advance_to(self.next_deadline);
+            let d = self.fire_due();
+            if !d.is_empty() {
+                return Next::Deliver(d);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn world(policy: Policy) -> World {
+        World::new(Config {
+            policy,
+            quantum: 3,
+            ..Config::default()
+        })
+    }
+
+    #[test]
+    fn round_robin_in_creation_order() {
+        let mut w = world(Policy::RoundRobin);
+        let p = w.add_process();
+        let a = w.add_thread(p);
+        let b = w.add_thread(p);
+        let c = w.add_thread(p);
+        let mut order = Vec::new();
+        for _ in 0..6 {
+            let Next::Run(t) = w.next() else { panic!() };
+            order.push(t);
+            w.yield_turn(t);
+        }
+        assert_eq!(order, vec![a, b, c, a, b, c]);
+    }
+
+    #[test]
+    fn quantum_expires() {
+        let mut w = world(Policy::RoundRobin);
+        let p = w.add_process();
+        let a = w.add_thread(p);
+        assert_eq!(w.next(), Next::Run(a));
+        assert!(!w.tick(a));
+        assert!(!w.tick(a));
+        assert!(w.tick(a));
+    }
+
+    #[test]
+    fn futex_wait_wake_and_bitsets() {
+        let mut w = world(Policy::RoundRobin);
+        let p = w.add_process();
+        let a = w.add_thread(p);
+        let b = w.add_thread(p);
+        let key = FutexKey { space: 0, addr: 0x1000 };
+        w.block(a, Wait::Futex { key, bitset: 1 }, None);
+        w.block(b, Wait::Futex { key, bitset: 2 }, None);
+        assert_eq!(w.futex_wake(key, 10, 2), 1);
+        assert!(w.is_runnable(b));
+        assert!(!w.is_runnable(a));
+        assert_eq!(w.take_wake(b), Some(WakeReason::Woken));
+        let key2 = FutexKey { space: 0, addr: 0x2000 };
+        assert_eq!(w.futex_requeue(key, key2, 0, 1), (0, 1));
+        assert_eq!(w.futex_waiters(key2), 1);
+        assert_eq!(w.futex_wake(key2, 1, u32::MAX), 1);
+        assert!(w.is_runnable(a));
+    }
+
+    #[test]
+    fn time_jumps_to_the_next_deadline() {
+        let mut w = world(Policy::RoundRobin);
+        let p = w.add_process();
+        let a = w.add_thread(p);
+        let t0 = w.clock.monotonic();
+        w.block(a, Wait::Sleep, Some(t0 + 60 * crate::clock::NS));
+        assert_eq!(w.next(), Next::Run(a));
+        assert_eq!(w.clock.monotonic(), t0 + 60 * crate::clock::NS);
+        assert_eq!(w.take_wake(a), Some(WakeReason::Timeout));
+    }
+
+    #[test]
+    fn interval_timer_fires_repeatedly() {
+        let mut w = world(Policy::RoundRobin);
+        let p = w.add_process();
+        let a = w.add_thread(p);
+        let spec = TimerSpec { signal: 14, target: SigTarget::Process, value: 0 };
+        w.set_timer(p, ITIMER_REAL_ID, spec, 100, 100);
+        w.block(a, Wait::Signal, None);
+        for _ in 0..3 {
+            match w.next() {
+                Next::Deliver(d) => assert_eq!(d[0].spec.signal, 14),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn idle_and_done() {
+        let mut w = world(Policy::RoundRobin);
+        let p = w.add_process();
+        let a = w.add_thread(p);
+        w.block(a, Wait::Io, None);
+        assert_eq!(w.next(), Next::Idle);
+        w.exit_thread(a);
+        assert_eq!(w.next(), Next::Done);
+    }
+}
