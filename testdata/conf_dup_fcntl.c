@@ -59,7 +59,8 @@ int main(void)
     printf("dup3(fd, 41, O_CLOEXEC) = %d\n", dup3(fd, 41, O_CLOEXEC));
     printf("fd 41 cloexec after dup3: %d\n", (fcntl(41, F_GETFD) & FD_CLOEXEC) != 0);
     errno = 0;
-    printf("dup3 same fd: %d %s\n", dup3(41, 41, 0), errno == EINVAL ? "EINVAL" : "?");
+    int r = dup3(41, 41, 0);
+    printf("dup3 same fd: %d %s\n", r, errno == EINVAL ? "EINVAL" : "?");
 
     /* F_DUPFD picks lowest >= arg. */
     printf("F_DUPFD >= 50: %d\n", fcntl(fd, F_DUPFD, 50));
@@ -99,18 +100,21 @@ int main(void)
     CHECK(pipe(p) == 0);
     CHECK(fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK) == 0);
     errno = 0;
-    printf("nonblocking empty pipe read: %zd %s\n", read(p[0], buf, 1),
-           errno == EAGAIN ? "EAGAIN" : "?");
+    ssize_t n = read(p[0], buf, 1);
+    printf("nonblocking empty pipe read: %zd %s\n", n, errno == EAGAIN ? "EAGAIN" : "?");
     close(p[0]);
     close(p[1]);
 
     /* Bad descriptors. */
     errno = 0;
-    printf("dup(-1): %d %s\n", dup(-1), errno == EBADF ? "EBADF" : "?");
+    r = dup(-1);
+    printf("dup(-1): %d %s\n", r, errno == EBADF ? "EBADF" : "?");
     errno = 0;
-    printf("close(900): %d %s\n", close(900), errno == EBADF ? "EBADF" : "?");
+    r = close(900);
+    printf("close(900): %d %s\n", r, errno == EBADF ? "EBADF" : "?");
     errno = 0;
-    printf("fcntl(900, F_GETFD): %d %s\n", fcntl(900, F_GETFD), errno == EBADF ? "EBADF" : "?");
+    r = fcntl(900, F_GETFD);
+    printf("fcntl(900, F_GETFD): %d %s\n", r, errno == EBADF ? "EBADF" : "?");
 
     /* Record lock: a child sees our write lock with F_GETLK. */
     struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 4};

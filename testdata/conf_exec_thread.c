@@ -69,7 +69,7 @@ static void *forker(void *arg)
     if (pid == 0) {
         printf("forked-from-thread child: threads=%d\n", thread_count());
         fflush(stdout);
-        execl("/bin/sh", "sh", "-c", "echo shell exec'd by child of a thread; exit 6",
+        execl("/bin/sh", "sh", "-c", "echo shell run by a child of a thread; exit 6",
               (char *)NULL);
         _exit(127);
     }

@@ -73,7 +73,8 @@ int main(void)
         printf(" %d", codes[i]);
     printf("\n");
     errno = 0;
-    printf("wait with no children: %d %s\n", wait(&st), errno == ECHILD ? "ECHILD" : "?");
+    pid_t r = wait(&st);
+    printf("wait with no children: %d %s\n", (int)r, errno == ECHILD ? "ECHILD" : "?");
 
     /* WNOHANG on a child that is blocked until we let it go. */
     int p[2];
@@ -116,7 +117,8 @@ int main(void)
 
     /* waitpid on a pid that is not our child. */
     errno = 0;
-    printf("waitpid(1): %d %s\n", waitpid(1, &st, WNOHANG), errno == ECHILD ? "ECHILD" : "?");
+    r = waitpid(1, &st, WNOHANG);
+    printf("waitpid(1): %d %s\n", (int)r, errno == ECHILD ? "ECHILD" : "?");
     printf("parent done\n");
     return 0;
 }

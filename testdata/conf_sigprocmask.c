@@ -201,8 +201,8 @@ int main(void)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = SIG_IGN;
-    printf("sigaction(SIGKILL): %d %s\n", sigaction(SIGKILL, &sa, NULL),
-           errno == EINVAL ? "EINVAL" : "?");
+    r = sigaction(SIGKILL, &sa, NULL);
+    printf("sigaction(SIGKILL): %d %s\n", r, errno == EINVAL ? "EINVAL" : "?");
     CHECK(sigprocmask(SIG_SETMASK, &old, NULL) == 0);
     return 0;
 }

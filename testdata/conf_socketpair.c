@@ -1,7 +1,7 @@
 /* conf_socketpair: AF_UNIX socketpair: stream echo with a forked child,
- * shutdown(SHUT_WR) giving EOF, datagram boundaries preserved, SCM_RIGHTS
- * passing a pipe fd to the child, SO_PEERCRED-free credentials check, and
- * MSG_PEEK / MSG_DONTWAIT. */
+ * shutdown(SHUT_WR) giving EOF, datagram boundaries preserved (MSG_PEEK,
+ * MSG_TRUNC, MSG_DONTWAIT), SCM_RIGHTS passing a pipe fd to the child, and
+ * SOCK_SEQPACKET. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>

@@ -1,1 +1,186 @@
-fn main(){}
+//! `detrun`: run a program deterministically.
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use detrun_tracer::{RunConfig, Supervisor, EXIT_INTERNAL};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+const AFTER_HELP: &str = "\
+EXAMPLES:
+    detrun -- ./my-test                    run once, seed 0
+    detrun --seed 42 -- python3 app.py     another reproducible history
+    detrun --chaos --seed 7 -- ./flaky     a chaotic (but reproducible) schedule
+    detrun --summary -- sh -c 'date; sleep 60; date'
+    detrun --strict -- ./ci-step           fail if anything was not deterministic
+
+EXIT STATUS:
+    the program's own exit status; 128+N if it died from signal N;
+    122  --strict and a nondeterminism hazard was seen (the program passed)
+    123  deadlock: every thread blocked and nothing could wake them
+    125  detrun itself failed (bad arguments, no ptrace, ...)
+    126  the program exists but cannot be executed
+    127  the program was not found
+
+Same binary + arguments + environment + files + seed => same output.
+Time, randomness, CPU identity, thread interleaving and PIDs are virtual.";
+
+/// Deterministic execution sandbox: run PROGRAM so that every run with the
+/// same seed is the same run.
+#[derive(Parser, Debug)]
+#[command(name = "detrun", version, after_help = AFTER_HELP)]
+struct Cli {
+    /// Seed of the virtual world (time, randomness, schedule).
+    /// Example: --seed 1337
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+
+    /// Realtime clock at the start, in seconds since the Unix epoch
+    /// (default 2024-01-01T00:00:00Z). Example: --epoch 1700000000
+    #[arg(long, default_value_t = 1_704_067_200)]
+    epoch: u64,
+
+    /// Virtual nanoseconds that each intercepted event costs.
+    /// Example: --event-cost-ns 500
+    #[arg(long, default_value_t = 1_000)]
+    event_cost_ns: u64,
+
+    /// Intercepted events a thread may run before the turn moves on.
+    /// Example: --quantum 100
+    #[arg(long, default_value_t = 10_000)]
+    quantum: u32,
+
+    /// Seeded random scheduling at every scheduling point (rr-style chaos).
+    /// Example: --chaos --seed 3
+    #[arg(long)]
+    chaos: bool,
+
+    /// Hostname the guest sees. Example: --hostname node1
+    #[arg(long, default_value = "detrun")]
+    hostname: String,
+
+    /// Number of CPUs the guest sees (affinity, cpuid topology).
+    /// Example: --cpus 8
+    #[arg(long, default_value_t = 4)]
+    cpus: u32,
+
+    /// Pin detrun and the guest to this CPU (default: the current one).
+    /// Example: --cpu 1
+    #[arg(long)]
+    cpu: Option<usize>,
+
+    /// Do not pin to one CPU (slower: ptrace stops across CPUs cost ~20x).
+    #[arg(long)]
+    no_pin: bool,
+
+    /// Do not use PID/UTS/mount namespaces (PIDs become a reported hazard).
+    #[arg(long)]
+    no_namespaces: bool,
+
+    /// Treat every nondeterminism hazard as a failure (exit 122) and refuse
+    /// unknown syscalls with ENOSYS. Example: --strict
+    #[arg(long)]
+    strict: bool,
+
+    /// Print the run summary (syscalls, virtual time, hazards) to stderr.
+    #[arg(long)]
+    summary: bool,
+
+    /// Write the run summary as JSON. Example: --summary-json run.json
+    #[arg(long, value_name = "FILE")]
+    summary_json: Option<PathBuf>,
+
+    /// Wall-clock milliseconds before the watchdog preempts a thread that
+    /// makes no syscalls (reported as a hazard). Example: --watchdog-ms 200
+    #[arg(long, default_value_t = 500)]
+    watchdog_ms: u64,
+
+    /// Warn on stderr about each syscall that is passed through unvirtualized.
+    #[arg(long, short)]
+    verbose: bool,
+
+    /// The program and its arguments. Example: -- ./server --port 8080
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROGRAM")]
+    command: Vec<OsString>,
+}
+
+/// Find `prog` the way a shell would. Errors carry the exit code.
+fn resolve(prog: &OsString) -> std::result::Result<PathBuf, (i32, String)> {
+    let p = Path::new(prog);
+    let name = p.display().to_string();
+    let check = |c: &Path| -> Option<std::result::Result<PathBuf, (i32, String)>> {
+        use std::os::unix::fs::PermissionsExt;
+        let md = std::fs::metadata(c).ok()?;
+        if md.is_dir() {
+            return Some(Err((126, format!("detrun: {name}: is a directory"))));
+        }
+        if md.permissions().mode() & 0o111 == 0 {
+            return Some(Err((126, format!("detrun: {name}: permission denied"))));
+        }
+        Some(Ok(c.to_path_buf()))
+    };
+    if prog.to_string_lossy().contains('/') {
+        return check(p).unwrap_or_else(|| Err((127, format!("detrun: {name}: no such file or directory"))));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let mut denied = None;
+    for dir in std::env::split_paths(&path) {
+        match check(&dir.join(p)) {
+            Some(Ok(found)) => return Ok(found),
+            Some(Err(e)) => denied = denied.or(Some(e)),
+            None => {}
+        }
+    }
+    Err(denied.unwrap_or((127, format!("detrun: {name}: command not found"))))
+}
+
+fn run(cli: Cli) -> Result<i32> {
+    let program = match resolve(&cli.command[0]) {
+        Ok(p) => p,
+        Err((code, msg)) => {
+            eprintln!("{msg}");
+            return Ok(code);
+        }
+    };
+    let cfg = RunConfig {
+        program,
+        argv: cli.command.clone(),
+        seed: cli.seed,
+        epoch_secs: cli.epoch,
+        event_cost_ns: cli.event_cost_ns.max(1),
+        quantum: cli.quantum.max(1),
+        chaos: cli.chaos,
+        hostname: cli.hostname.clone(),
+        ncpus: cli.cpus.clamp(1, 64),
+        cpu: cli.cpu,
+        pin: !cli.no_pin,
+        strict: cli.strict,
+        namespaces: !cli.no_namespaces,
+        watchdog_ms: cli.watchdog_ms.max(10),
+        verbose: cli.verbose,
+    };
+    let (code, summary) = Supervisor::new(cfg).run().context("running the guest")?;
+    if cli.summary {
+        eprint!("{}", summary.render());
+    }
+    if let Some(f) = &cli.summary_json {
+        let json = serde_json::to_string_pretty(&summary)?;
+        std::fs::write(f, json + "\n").with_context(|| format!("writing {}", f.display()))?;
+    }
+    if let Some(lines) = &summary.deadlock {
+        let _ = lines;
+    }
+    Ok(code)
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let code = match run(cli) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("detrun: {e:#}");
+            EXIT_INTERNAL
+        }
+    };
+    std::process::exit(code);
+}

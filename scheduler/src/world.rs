@@ -123,6 +123,8 @@ pub struct TimerSpec {
     pub target: SigTarget,
     /// sigev_value to pass along.
     pub value: u64,
+    /// Absolute times given for this timer are on the realtime clock.
+    pub realtime: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -760,7 +762,7 @@ mod tests {
         let mut w = world(Policy::RoundRobin);
         let p = w.add_process();
         let a = w.add_thread(p);
-        let spec = TimerSpec { signal: 14, target: SigTarget::Process, value: 0 };
+        let spec = TimerSpec { signal: 14, target: SigTarget::Process, value: 0, realtime: false };
         w.set_timer(p, ITIMER_REAL_ID, spec, 100, 100);
         w.block(a, Wait::Signal, None);
         for _ in 0..3 {

@@ -1,0 +1,50 @@
+//! Options of one sandboxed run, as the CLI parsed them.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// Resolved program path and argv (argv[0] as the user typed it).
+    pub program: PathBuf,
+    pub argv: Vec<OsString>,
+    pub seed: u64,
+    pub epoch_secs: u64,
+    pub event_cost_ns: u64,
+    pub quantum: u32,
+    pub chaos: bool,
+    pub hostname: String,
+    pub ncpus: u32,
+    /// Pin supervisor and guest to this CPU; `None` picks the current one.
+    pub cpu: Option<usize>,
+    pub pin: bool,
+    pub strict: bool,
+    /// Use PID/UTS/mount namespaces when permitted.
+    pub namespaces: bool,
+    /// Wall-clock milliseconds a running thread may go without a stop
+    /// before the watchdog looks at it.
+    pub watchdog_ms: u64,
+    pub verbose: bool,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            program: PathBuf::new(),
+            argv: Vec::new(),
+            seed: 0,
+            epoch_secs: 1_704_067_200,
+            event_cost_ns: 1_000,
+            quantum: 10_000,
+            chaos: false,
+            hostname: "detrun".into(),
+            ncpus: 4,
+            cpu: None,
+            pin: true,
+            strict: false,
+            namespaces: true,
+            watchdog_ms: 500,
+            verbose: false,
+        }
+    }
+}

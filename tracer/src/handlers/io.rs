@@ -1,0 +1,496 @@
+//! Calls that can block on a descriptor. None of them may block the turn:
+//! the supervisor steals a duplicate of the guest's descriptor (pidfd_getfd
+//! shares the open file description) and asks the kernel whether the call
+//! would block. If it would, the thread parks in the world and the stolen
+//! descriptor is polled (without blocking) at each scheduling decision. A
+//! large write to a pipe or socket is done in non-blocking steps and
+//! continued by the supervisor until it is complete, as a blocking write
+//! would be.
+
+use super::{Out, EFAULT, EINVAL};
+use crate::supervisor::{Park, Post, Supervisor, WriteCont};
+use crate::sys::{self, Args, Regs};
+use detrun_scheduler::Wait;
+use libc::pid_t;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+const POLLIN: i16 = libc::POLLIN;
+const POLLOUT: i16 = libc::POLLOUT;
+/// Writes up to this size fit in one free pipe buffer: POLLOUT means they
+/// will not block.
+const ATOMIC_WRITE: u64 = 4096;
+
+enum Probe {
+    /// Regular file, directory, block device, or a descriptor we cannot
+    /// steal (the kernel will answer EBADF): never blocks.
+    File,
+    /// /dev/random or /dev/urandom.
+    Random,
+    /// Would not block now (or the description is O_NONBLOCK).
+    Ready(OwnedFd, u32),
+    /// Would block.
+    Block(OwnedFd, u32),
+}
+
+impl Supervisor {
+    pub fn steal(&self, tid: pid_t, fd: i32) -> Option<OwnedFd> {
+        let p = self.threads.get(&tid)?.proc;
+        let pidfd = self.procs[p as usize].pidfd;
+        if pidfd < 0 || fd < 0 {
+            return None;
+        }
+        sys::pidfd_getfd(pidfd, fd).ok()
+    }
+}
+
+fn ready(f: &OwnedFd, events: i16) -> bool {
+    let mut p = libc::pollfd { fd: f.as_raw_fd(), events, revents: 0 };
+    // SAFETY: polling one owned descriptor without blocking.
+    unsafe { libc::poll(&mut p, 1, 0) > 0 }
+}
+
+fn mode_of(f: &OwnedFd) -> Option<(u32, u64)> {
+    // SAFETY: fstat into a local struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(f.as_raw_fd(), &mut st) } != 0 {
+        return None;
+    }
+    Some((st.st_mode & libc::S_IFMT, st.st_rdev))
+}
+
+fn nonblocking(f: &OwnedFd) -> bool {
+    // SAFETY: F_GETFL on an owned descriptor.
+    let fl = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) };
+    fl >= 0 && fl & libc::O_NONBLOCK != 0
+}
+
+fn probe(s: &Supervisor, tid: pid_t, fd: u64, events: i16) -> Probe {
+    let Some(f) = s.steal(tid, fd as i32) else { return Probe::File };
+    let Some((mode, rdev)) = mode_of(&f) else { return Probe::File };
+    match mode {
+        libc::S_IFREG | libc::S_IFDIR | libc::S_IFBLK => return Probe::File,
+        libc::S_IFCHR if libc::major(rdev) == 1 && matches!(libc::minor(rdev), 8 | 9) => {
+            return Probe::Random
+        }
+        _ => {}
+    }
+    if ready(&f, events) || nonblocking(&f) {
+        Probe::Ready(f, mode)
+    } else {
+        Probe::Block(f, mode)
+    }
+}
+
+fn park_on(s: &mut Supervisor, tid: pid_t, fds: Vec<(OwnedFd, i16)>) -> Out {
+    if let Some(t) = s.threads.get_mut(&tid) {
+        t.io = fds;
+    }
+    Out::Park(Park::Io, Wait::Io, None)
+}
+
+/// Readiness check for a call that reads (`events` = POLLIN) or writes.
+fn simple(s: &mut Supervisor, tid: pid_t, fd: u64, events: i16) -> Out {
+    match probe(s, tid, fd, events) {
+        Probe::File | Probe::Random | Probe::Ready(..) => Out::Pass,
+        Probe::Block(f, _) => park_on(s, tid, vec![(f, events)]),
+    }
+}
+
+pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
+    use crate::handlers::nr::*;
+    let x = a.a;
+    match a.nr {
+        SYS_read => match probe(s, tid, x[0], POLLIN) {
+            Probe::Random => Out::Ret(super::misc::fill_random(s, tid, x[1], x[2] as usize)),
+            Probe::File | Probe::Ready(..) => Out::Pass,
+            Probe::Block(f, _) => park_on(s, tid, vec![(f, POLLIN)]),
+        },
+        SYS_readv => match probe(s, tid, x[0], POLLIN) {
+            Probe::Random => Out::Ret(readv_random(s, tid, x[1], x[2])),
+            Probe::File | Probe::Ready(..) => Out::Pass,
+            Probe::Block(f, _) => park_on(s, tid, vec![(f, POLLIN)]),
+        },
+        SYS_recvfrom | SYS_recvmsg | SYS_recvmmsg => {
+            let flags = if a.nr == SYS_recvfrom { x[3] } else { x[2] };
+            if flags & MSG_DONTWAIT as u64 != 0 {
+                return Out::Pass;
+            }
+            simple(s, tid, x[0], POLLIN)
+        }
+        SYS_accept | SYS_accept4 => simple(s, tid, x[0], POLLIN),
+        SYS_write | SYS_sendto => {
+            if a.nr == SYS_sendto && x[3] & MSG_DONTWAIT as u64 != 0 {
+                return Out::Pass;
+            }
+            write(s, tid, a, regs)
+        }
+        SYS_writev | SYS_sendmsg | SYS_sendmmsg => {
+            if a.nr == SYS_sendmsg && x[2] & MSG_DONTWAIT as u64 != 0 {
+                return Out::Pass;
+            }
+            simple(s, tid, x[0], POLLOUT)
+        }
+        SYS_connect => Out::Pass,
+        SYS_splice | SYS_tee | SYS_sendfile | SYS_vmsplice => {
+            let (inp, out) = match a.nr {
+                SYS_splice => (Some(x[0]), Some(x[2])),
+                SYS_tee => (Some(x[0]), Some(x[1])),
+                SYS_sendfile => (Some(x[1]), Some(x[0])),
+                _ => (None, Some(x[0])),
+            };
+            let mut wait = Vec::new();
+            for (fd, ev) in [(inp, POLLIN), (out, POLLOUT)] {
+                if let Some(fd) = fd {
+                    if let Probe::Block(f, _) = probe(s, tid, fd, ev) {
+                        wait.push((f, ev));
+                    }
+                }
+            }
+            if wait.is_empty() {
+                Out::Pass
+            } else {
+                park_on(s, tid, wait)
+            }
+        }
+        SYS_poll | SYS_ppoll => poll(s, tid, a),
+        SYS_select | SYS_pselect6 => select(s, tid, a),
+        SYS_epoll_wait | SYS_epoll_pwait | SYS_epoll_pwait2 => epoll(s, tid, a),
+        SYS_flock => flock(s, tid, x[0], x[1]),
+        SYS_fcntl => {
+            // Only F_SETLKW and F_OFD_SETLKW trap. Try without waiting.
+            let Some(f) = s.steal(tid, x[0] as i32) else { return Out::Pass };
+            let nb = if x[1] as i32 == F_SETLKW { F_SETLK } else { F_OFD_SETLK };
+            let mut lk = [0u8; 32];
+            if sys::read_mem(tid, x[2], &mut lk).is_err() {
+                return Out::Ret(EFAULT);
+            }
+            if x[1] as i32 == F_OFD_SETLKW {
+                // OFD locks belong to the description: take it here.
+                // SAFETY: fcntl with a local flock buffer.
+                let r = unsafe { libc::fcntl(f.as_raw_fd(), nb, lk.as_mut_ptr()) };
+                if r == 0 {
+                    return Out::Ret(0);
+                }
+                return retry_later(s, tid);
+            }
+            // POSIX locks belong to the process: test for a conflict here.
+            let mut probe_lk = lk;
+            // SAFETY: F_GETLK on a local copy.
+            let r = unsafe { libc::fcntl(f.as_raw_fd(), F_GETLK, probe_lk.as_mut_ptr()) };
+            let typ = i16::from_ne_bytes([probe_lk[0], probe_lk[1]]);
+            if r == 0 && typ == F_UNLCK as i16 {
+                return Out::Pass; // no conflict: the real F_SETLKW will not wait
+            }
+            let _ = nb;
+            retry_later(s, tid)
+        }
+        _ => Out::Pass,
+    }
+}
+
+/// Park until another thread has run (locks have no readiness to poll).
+fn retry_later(s: &mut Supervisor, tid: pid_t) -> Out {
+    if let Some(t) = s.threads.get_mut(&tid) {
+        t.io.clear();
+    }
+    Out::Park(Park::Retry, Wait::Io, None)
+}
+
+fn flock(s: &mut Supervisor, tid: pid_t, fd: u64, op: u64) -> Out {
+    if op & libc::LOCK_NB as u64 != 0 {
+        return Out::Pass;
+    }
+    let Some(f) = s.steal(tid, fd as i32) else { return Out::Pass };
+    // flock locks belong to the open file description, which we share.
+    // SAFETY: flock on an owned descriptor.
+    let r = unsafe { libc::flock(f.as_raw_fd(), op as i32 | libc::LOCK_NB) };
+    if r == 0 {
+        return Out::Ret(0);
+    }
+    let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+    if e == libc::EWOULDBLOCK {
+        return retry_later(s, tid);
+    }
+    Out::Ret(-(e as i64))
+}
+
+fn readv_random(s: &mut Supervisor, tid: pid_t, iov: u64, cnt: u64) -> i64 {
+    if cnt > 1024 {
+        return EINVAL;
+    }
+    let mut total = 0i64;
+    for i in 0..cnt {
+        let mut b = [0u8; 16];
+        if sys::read_mem(tid, iov + i * 16, &mut b).is_err() {
+            return if total > 0 { total } else { EFAULT };
+        }
+        let base = u64::from_ne_bytes(b[..8].try_into().unwrap_or([0; 8]));
+        let len = u64::from_ne_bytes(b[8..].try_into().unwrap_or([0; 8]));
+        let r = super::misc::fill_random(s, tid, base, len as usize);
+        if r < 0 {
+            return if total > 0 { total } else { r };
+        }
+        total += r;
+    }
+    total
+}
+
+fn write(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
+    let (fd, buf, count) = (a.a[0] as i32, a.a[1], a.a[2]);
+    let cont = s.threads.get(&tid).and_then(|t| t.wcont).filter(|w| {
+        w.fd == fd && w.buf + w.done == buf && w.count - w.done == count
+    });
+    let (f, cont) = match cont {
+        Some(w) => match s.steal(tid, fd) {
+            Some(f) => (f, w),
+            None => return Out::Pass,
+        },
+        None => {
+            if let Some(t) = s.threads.get_mut(&tid) {
+                t.wcont = None;
+            }
+            match probe(s, tid, fd as u64, POLLOUT) {
+                Probe::File | Probe::Random => return Out::Pass,
+                Probe::Ready(f, _) if count <= ATOMIC_WRITE || nonblocking(&f) => return Out::Pass,
+                Probe::Ready(f, _) | Probe::Block(f, _) => (f, WriteCont { fd, buf, count, done: 0 }),
+            }
+        }
+    };
+    if let Some(t) = s.threads.get_mut(&tid) {
+        t.wcont = Some(cont);
+    }
+    if !ready(&f, POLLOUT) {
+        return park_on(s, tid, vec![(f, POLLOUT)]);
+    }
+    // SAFETY: F_GETFL/F_SETFL on an owned descriptor.
+    let fl = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) };
+    if fl < 0 {
+        return Out::Pass;
+    }
+    unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK) };
+    Out::Exit(regs, Post::WriteNb { file: f, orig_flags: fl })
+}
+
+/// Exit stop of one non-blocking step of a write.
+pub fn write_exit(s: &mut Supervisor, tid: pid_t, mut regs: Regs, file: OwnedFd, orig_flags: i32) {
+    // SAFETY: restoring the description's flags.
+    unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, orig_flags) };
+    let r = regs.rax as i64;
+    let Some(mut w) = s.threads.get(&tid).and_then(|t| t.wcont) else {
+        s.continue_running(tid);
+        return;
+    };
+    if r > 0 {
+        w.done += r as u64;
+    }
+    let eagain = r == -(libc::EAGAIN as i64);
+    if w.done >= w.count || (r < 0 && !eagain) || r == 0 {
+        let result = if w.done > 0 { w.done as i64 } else { r };
+        if let Some(t) = s.threads.get_mut(&tid) {
+            t.wcont = None;
+        }
+        regs.rsi = w.buf;
+        regs.rdx = w.count;
+        regs.rax = result as u64;
+        let _ = sys::set_regs(tid, &regs);
+        s.continue_running(tid);
+        return;
+    }
+    // Partial: wait for room, then reissue the rest.
+    let mut saved = regs;
+    saved.rsi = w.buf + w.done;
+    saved.rdx = w.count - w.done;
+    if let Some(t) = s.threads.get_mut(&tid) {
+        t.wcont = Some(w);
+        t.saved = Some(saved);
+        t.io = vec![(file, POLLOUT)];
+    }
+    s.park(tid, Park::Exit, Wait::Io, None, regs.orig_rax as i64);
+}
+
+fn deadline_ms(s: &Supervisor, ms: i64) -> Option<u64> {
+    (ms >= 0).then(|| s.world.clock.monotonic().saturating_add(ms as u64 * 1_000_000))
+}
+
+fn deadline_ts(s: &Supervisor, tid: pid_t, addr: u64) -> Result<Option<u64>, i64> {
+    if addr == 0 {
+        return Ok(None);
+    }
+    let d = super::time::read_ts(tid, addr)?;
+    Ok(Some(s.world.clock.monotonic().saturating_add(d)))
+}
+
+/// Park a poll-like call until one of `fds` is ready or `deadline`.
+fn poll_wait(s: &mut Supervisor, tid: pid_t, fds: Vec<(OwnedFd, i16)>, any_ready: bool, deadline: Option<u64>, mask: Option<u64>) -> Out {
+    if any_ready || deadline == Some(s.world.clock.monotonic()) {
+        return Out::Pass;
+    }
+    if let Some(t) = s.threads.get_mut(&tid) {
+        t.io = fds;
+        t.wait_mask = mask;
+    }
+    Out::Park(Park::Poll, Wait::Io, deadline)
+}
+
+/// Steal each descriptor and check readiness; a descriptor that cannot be
+/// stolen is "ready" (the kernel reports POLLNVAL at once).
+fn gather(s: &Supervisor, tid: pid_t, want: &[(i32, i16)]) -> (Vec<(OwnedFd, i16)>, bool) {
+    let mut out = Vec::with_capacity(want.len());
+    let mut any = false;
+    for &(fd, ev) in want {
+        if fd < 0 {
+            continue;
+        }
+        match s.steal(tid, fd) {
+            Some(f) => {
+                if ready(&f, ev) {
+                    any = true;
+                }
+                out.push((f, ev));
+            }
+            None => any = true,
+        }
+    }
+    (out, any)
+}
+
+fn read_mask(tid: pid_t, addr: u64) -> Result<Option<u64>, i64> {
+    if addr == 0 {
+        return Ok(None);
+    }
+    sys::read_u64(tid, addr).map(Some).map_err(|_| EFAULT)
+}
+
+fn poll(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
+    let x = a.a;
+    let n = x[1];
+    if n > 65536 {
+        return Out::Ret(EINVAL);
+    }
+    let mut raw = vec![0u8; n as usize * 8];
+    if sys::read_mem(tid, x[0], &mut raw).is_err() {
+        return Out::Ret(EFAULT);
+    }
+    let want: Vec<(i32, i16)> = raw
+        .chunks_exact(8)
+        .map(|c| (i32::from_ne_bytes([c[0], c[1], c[2], c[3]]), i16::from_ne_bytes([c[4], c[5]])))
+        .collect();
+    let (deadline, mask) = if a.nr == libc::SYS_poll {
+        (deadline_ms(s, x[2] as i32 as i64), None)
+    } else {
+        let d = match deadline_ts(s, tid, x[2]) {
+            Ok(d) => d,
+            Err(e) => return Out::Ret(e),
+        };
+        match read_mask(tid, x[3]) {
+            Ok(m) => (d, m),
+            Err(e) => return Out::Ret(e),
+        }
+    };
+    let (fds, any) = gather(s, tid, &want);
+    poll_wait(s, tid, fds, any, deadline, mask)
+}
+
+fn select(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
+    let x = a.a;
+    let nfds = x[0] as i32;
+    if !(0..=1024 * 64).contains(&nfds) {
+        return Out::Ret(EINVAL);
+    }
+    let words = (nfds as usize).div_ceil(64);
+    let mut want: Vec<(i32, i16)> = Vec::new();
+    for (set, ev) in [(x[1], POLLIN), (x[2], POLLOUT), (x[3], libc::POLLPRI)] {
+        if set == 0 {
+            continue;
+        }
+        let mut b = vec![0u8; words * 8];
+        if sys::read_mem(tid, set, &mut b).is_err() {
+            return Out::Ret(EFAULT);
+        }
+        for fd in 0..nfds {
+            if b[fd as usize / 8] & (1 << (fd % 8)) != 0 {
+                want.push((fd, ev));
+            }
+        }
+    }
+    let (deadline, mask) = if a.nr == libc::SYS_select {
+        if x[4] == 0 {
+            (None, None)
+        } else {
+            let Ok((sec, usec)) = sys::read_timespec(tid, x[4]) else { return Out::Ret(EFAULT) };
+            if sec < 0 || !(0..1_000_000).contains(&usec) {
+                return Out::Ret(EINVAL);
+            }
+            let ns = sec as u64 * 1_000_000_000 + usec as u64 * 1000;
+            (Some(s.world.clock.monotonic().saturating_add(ns)), None)
+        }
+    } else {
+        let d = match deadline_ts(s, tid, x[4]) {
+            Ok(d) => d,
+            Err(e) => return Out::Ret(e),
+        };
+        // The sixth argument points at {sigset pointer, size}.
+        let mask = if x[5] != 0 {
+            match sys::read_u64(tid, x[5]) {
+                Ok(p) => match read_mask(tid, p) {
+                    Ok(m) => m,
+                    Err(e) => return Out::Ret(e),
+                },
+                Err(_) => return Out::Ret(EFAULT),
+            }
+        } else {
+            None
+        };
+        (d, mask)
+    };
+    let (fds, any) = gather(s, tid, &want);
+    poll_wait(s, tid, fds, any, deadline, mask)
+}
+
+fn epoll(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
+    let x = a.a;
+    let (deadline, mask) = match a.nr {
+        libc::SYS_epoll_wait => (deadline_ms(s, x[3] as i32 as i64), None),
+        libc::SYS_epoll_pwait => match read_mask(tid, x[4]) {
+            Ok(m) => (deadline_ms(s, x[3] as i32 as i64), m),
+            Err(e) => return Out::Ret(e),
+        },
+        _ => {
+            let d = match deadline_ts(s, tid, x[3]) {
+                Ok(d) => d,
+                Err(e) => return Out::Ret(e),
+            };
+            match read_mask(tid, x[4]) {
+                Ok(m) => (d, m),
+                Err(e) => return Out::Ret(e),
+            }
+        }
+    };
+    // An epoll descriptor is readable when events are waiting; polling it
+    // does not consume edge-triggered events.
+    let (fds, any) = gather(s, tid, &[(x[0] as i32, POLLIN)]);
+    poll_wait(s, tid, fds, any, deadline, mask)
+}
+
+/// A poll-like call reached its virtual deadline: make the real call
+/// return at once by zeroing its timeout.
+pub fn expire_poll(s: &mut Supervisor, tid: pid_t) {
+    let _ = s;
+    let Ok(mut r) = sys::get_regs(tid) else { return };
+    let nr = r.orig_rax as i64;
+    match nr {
+        libc::SYS_poll => r.rdx = 0,
+        libc::SYS_epoll_wait | libc::SYS_epoll_pwait => r.r10 = 0,
+        libc::SYS_ppoll => {
+            let _ = sys::write_pair(tid, r.rdx, 0, 0);
+        }
+        libc::SYS_select | libc::SYS_pselect6 => {
+            let _ = sys::write_pair(tid, r.r8, 0, 0);
+        }
+        libc::SYS_epoll_pwait2 => {
+            let _ = sys::write_pair(tid, r.r10, 0, 0);
+        }
+        _ => {}
+    }
+    let _ = sys::set_regs(tid, &r);
+}

@@ -1,0 +1,254 @@
+#![allow(non_upper_case_globals)]
+//! Syscall handlers, one module per family (in the manner of gVisor's
+//! `sys_*.go`): a reader asking "what does detrun do with X?" finds one place.
+//!
+//! [`dispatch`] runs at a seccomp stop of the running thread. Each handler
+//! answers with an [`Out`]: emulate a result, let the call run (possibly with
+//! changed arguments, possibly with an exit stop to look at the result), or
+//! park the thread in the world.
+
+pub mod futex;
+pub mod io;
+pub mod misc;
+pub mod process;
+pub mod signal;
+pub mod time;
+
+/// Syscall numbers used by the handlers (a glob of libc would shadow our names).
+pub mod nr {
+    pub use libc::{
+        MSG_DONTWAIT,
+        F_SETLKW,
+        F_SETLK,
+        F_OFD_SETLK,
+        F_OFD_SETLKW,
+        F_GETLK,
+        F_UNLCK,
+        GRND_NONBLOCK,
+        GRND_RANDOM,
+        ADDR_NO_RANDOMIZE,
+        CLONE_CHILD_CLEARTID,
+        CLONE_VFORK,
+        CLONE_VM,
+        SIGCHLD,
+        WNOHANG,
+        SIGALRM,
+        RUSAGE_THREAD,
+        RUSAGE_SELF,
+        RUSAGE_CHILDREN,
+        SYS_accept,
+        SYS_accept4,
+        SYS_adjtimex,
+        SYS_alarm,
+        SYS_arch_prctl,
+        SYS_bpf,
+        SYS_clock_adjtime,
+        SYS_clock_getres,
+        SYS_clock_gettime,
+        SYS_clock_nanosleep,
+        SYS_clock_settime,
+        SYS_clone,
+        SYS_clone3,
+        SYS_connect,
+        SYS_epoll_pwait,
+        SYS_epoll_pwait2,
+        SYS_epoll_wait,
+        SYS_exit,
+        SYS_exit_group,
+        SYS_fcntl,
+        SYS_flock,
+        SYS_fork,
+        SYS_futex,
+        SYS_futex_waitv,
+        SYS_getcpu,
+        SYS_getitimer,
+        SYS_getrandom,
+        SYS_getrusage,
+        SYS_gettimeofday,
+        SYS_io_uring_enter,
+        SYS_io_uring_register,
+        SYS_io_uring_setup,
+        SYS_kill,
+        SYS_mq_timedreceive,
+        SYS_mq_timedsend,
+        SYS_msgrcv,
+        SYS_msgsnd,
+        SYS_nanosleep,
+        SYS_pause,
+        SYS_perf_event_open,
+        SYS_personality,
+        SYS_pidfd_send_signal,
+        SYS_poll,
+        SYS_ppoll,
+        SYS_prctl,
+        SYS_pselect6,
+        SYS_ptrace,
+        SYS_read,
+        SYS_readv,
+        SYS_recvfrom,
+        SYS_recvmmsg,
+        SYS_recvmsg,
+        SYS_rseq,
+        SYS_rt_sigqueueinfo,
+        SYS_rt_sigsuspend,
+        SYS_rt_sigtimedwait,
+        SYS_rt_tgsigqueueinfo,
+        SYS_sched_getaffinity,
+        SYS_sched_setaffinity,
+        SYS_sched_yield,
+        SYS_select,
+        SYS_semop,
+        SYS_semtimedop,
+        SYS_sendfile,
+        SYS_sendmmsg,
+        SYS_sendmsg,
+        SYS_sendto,
+        SYS_set_tid_address,
+        SYS_setitimer,
+        SYS_settimeofday,
+        SYS_splice,
+        SYS_sysinfo,
+        SYS_tee,
+        SYS_tgkill,
+        SYS_time,
+        SYS_timer_create,
+        SYS_timer_delete,
+        SYS_timer_getoverrun,
+        SYS_timer_gettime,
+        SYS_timer_settime,
+        SYS_timerfd_create,
+        SYS_timerfd_gettime,
+        SYS_timerfd_settime,
+        SYS_times,
+        SYS_tkill,
+        SYS_uname,
+        SYS_userfaultfd,
+        SYS_vfork,
+        SYS_vmsplice,
+        SYS_wait4,
+        SYS_waitid,
+        SYS_write,
+        SYS_writev,
+    };
+}
+
+use crate::supervisor::{Park, Post, Supervisor};
+use crate::sys::{self, Args, Regs};
+use detrun_scheduler::Wait;
+use libc::pid_t;
+
+pub const EFAULT: i64 = -(libc::EFAULT as i64);
+pub const EINVAL: i64 = -(libc::EINVAL as i64);
+pub const ENOSYS: i64 = -(libc::ENOSYS as i64);
+pub const EPERM: i64 = -(libc::EPERM as i64);
+pub const EAGAIN: i64 = -(libc::EAGAIN as i64);
+
+/// A handler's answer.
+pub enum Out {
+    /// Skip the syscall; it returns this value.
+    Ret(i64),
+    /// Run the syscall as it is.
+    Pass,
+    /// Run it with these (changed) registers.
+    PassWith(Regs),
+    /// Run it (with these registers) and stop at its exit for `Post`.
+    Exit(Regs, Post),
+    /// Park the thread at this seccomp stop.
+    Park(Park, Wait, Option<u64>),
+    /// Return a value and give up the turn (sched_yield).
+    Yield(i64),
+    /// The handler resumed or parked the thread itself.
+    Done,
+}
+
+/// Handle the syscall the running thread `tid` stopped at.
+pub fn dispatch(s: &mut Supervisor, tid: pid_t, regs: Regs) {
+    let a = Args::from_regs(&regs);
+    let out = route(s, tid, &a, regs);
+    apply(s, tid, a.nr, out);
+}
+
+fn route(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
+    use crate::handlers::nr::*;
+    match a.nr {
+        SYS_clock_gettime | SYS_gettimeofday | SYS_time | SYS_clock_getres | SYS_nanosleep
+        | SYS_clock_nanosleep | SYS_alarm | SYS_setitimer | SYS_getitimer | SYS_timer_create
+        | SYS_timer_settime | SYS_timer_gettime | SYS_timer_getoverrun | SYS_timer_delete
+        | SYS_times | SYS_getrusage | SYS_clock_settime | SYS_clock_adjtime | SYS_adjtimex
+        | SYS_settimeofday => time::handle(s, tid, a),
+        SYS_futex => futex::handle(s, tid, a),
+        SYS_read | SYS_readv | SYS_recvfrom | SYS_recvmsg | SYS_recvmmsg | SYS_accept
+        | SYS_accept4 | SYS_write | SYS_writev | SYS_sendto | SYS_sendmsg | SYS_sendmmsg
+        | SYS_connect | SYS_poll | SYS_ppoll | SYS_select | SYS_pselect6 | SYS_epoll_wait
+        | SYS_epoll_pwait | SYS_epoll_pwait2 | SYS_flock | SYS_fcntl | SYS_splice | SYS_tee
+        | SYS_sendfile | SYS_vmsplice => io::handle(s, tid, a, regs),
+        SYS_clone | SYS_clone3 | SYS_fork | SYS_vfork | SYS_wait4 | SYS_waitid
+        | SYS_set_tid_address | SYS_exit | SYS_exit_group | SYS_ptrace => {
+            process::handle(s, tid, a, regs)
+        }
+        SYS_kill | SYS_tkill | SYS_tgkill | SYS_rt_sigqueueinfo | SYS_rt_tgsigqueueinfo
+        | SYS_pidfd_send_signal | SYS_pause | SYS_rt_sigsuspend | SYS_rt_sigtimedwait => {
+            signal::handle(s, tid, a, regs)
+        }
+        SYS_getrandom | SYS_uname | SYS_sched_getaffinity | SYS_sched_setaffinity
+        | SYS_getcpu | SYS_sysinfo | SYS_rseq | SYS_sched_yield | SYS_prctl | SYS_arch_prctl
+        | SYS_personality | SYS_io_uring_setup | SYS_io_uring_enter | SYS_io_uring_register
+        | SYS_userfaultfd | SYS_perf_event_open | SYS_timerfd_create | SYS_timerfd_settime
+        | SYS_timerfd_gettime | SYS_semop | SYS_semtimedop | SYS_msgsnd | SYS_msgrcv
+        | SYS_mq_timedsend | SYS_mq_timedreceive | SYS_futex_waitv | SYS_bpf => {
+            misc::handle(s, tid, a, regs)
+        }
+        _ => misc::unknown(s, a),
+    }
+}
+
+fn apply(s: &mut Supervisor, tid: pid_t, nr: i64, out: Out) {
+    match out {
+        Out::Ret(v) => {
+            if let Ok(mut r) = sys::get_regs(tid) {
+                r.orig_rax = u64::MAX;
+                r.rax = v as u64;
+                let _ = sys::set_regs(tid, &r);
+            }
+            s.continue_running(tid);
+        }
+        Out::Pass => s.continue_running(tid),
+        Out::PassWith(r) => {
+            let _ = sys::set_regs(tid, &r);
+            s.continue_running(tid);
+        }
+        Out::Exit(r, post) => {
+            let _ = sys::set_regs(tid, &r);
+            if let Some(t) = s.threads.get_mut(&tid) {
+                t.post = post;
+            }
+            let _ = sys::syscall(tid, 0);
+        }
+        Out::Park(p, w, d) => s.park(tid, p, w, d, nr),
+        Out::Yield(v) => {
+            if let Ok(mut r) = sys::get_regs(tid) {
+                r.orig_rax = u64::MAX;
+                r.rax = v as u64;
+                let _ = sys::set_regs(tid, &r);
+            }
+            s.yield_running(tid, crate::supervisor::Resume::Cont(0));
+        }
+        Out::Done => {}
+    }
+}
+
+/// At the syscall-exit stop that a handler asked for.
+pub fn on_syscall_exit(s: &mut Supervisor, tid: pid_t) {
+    let post = match s.threads.get_mut(&tid) {
+        Some(t) => std::mem::replace(&mut t.post, Post::None),
+        None => return,
+    };
+    let Ok(regs) = sys::get_regs(tid) else { return };
+    match post {
+        Post::None => s.continue_running(tid),
+        Post::Wait { opts_arg, orig, infop } => process::wait_exit(s, tid, regs, opts_arg, orig, infop),
+        Post::WriteNb { file, orig_flags } => io::write_exit(s, tid, regs, file, orig_flags),
+        Post::Kill { sig, target } => signal::kill_exit(s, tid, sig, target),
+        Post::ToExit => s.continue_running(tid),
+    }
+}

@@ -1,0 +1,187 @@
+//! Processes and threads: clone/fork/vfork (auto-attached children join the
+//! world in creation order), wait4/waitid (made non-blocking and retried
+//! when a child changes state), thread exit, and ptrace (refused: a tracee
+//! cannot trace).
+
+use super::{Out, EFAULT, EPERM};
+use crate::supervisor::{Park, Post, Resume, Supervisor};
+use crate::sys::{self, Args, Regs};
+use detrun_scheduler::{Wait, WakeReason};
+use libc::pid_t;
+
+const CLONE_UNTRACED: u64 = 0x0080_0000;
+
+/// The thread id as the guest sees it (inside the PID namespace).
+pub fn ns_tid(tid: pid_t) -> Option<pid_t> {
+    let s = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let line = s.lines().find(|l| l.starts_with("NSpid:"))?;
+    line.split_whitespace().last()?.parse().ok()
+}
+
+/// Name of the syscall a thread is blocked in, from /proc.
+pub fn current_syscall(tid: pid_t) -> Option<String> {
+    let s = std::fs::read_to_string(format!("/proc/{tid}/syscall")).ok()?;
+    let nr: i64 = s.split_whitespace().next()?.parse().ok()?;
+    Some(crate::sysnames::name(nr).unwrap_or("?").to_string())
+}
+
+/// At an interrupt stop: was the thread inside a syscall (which the kernel
+/// will restart when it resumes)?
+pub fn was_in_syscall(tid: pid_t) -> bool {
+    sys::get_regs(tid).is_ok_and(|r| {
+        let rax = r.rax as i64;
+        (r.orig_rax as i64) >= 0 && (-516..=-512).contains(&rax)
+    })
+}
+
+pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
+    use crate::handlers::nr::*;
+    let x = a.a;
+    match a.nr {
+        SYS_clone => {
+            let flags = x[0];
+            let ctid = if flags & CLONE_CHILD_CLEARTID as u64 != 0 { x[3] } else { 0 };
+            if let Some(t) = s.threads.get_mut(&tid) {
+                t.pending_clone = Some((flags, ctid));
+            }
+            if flags & CLONE_UNTRACED != 0 {
+                regs.rdi &= !CLONE_UNTRACED;
+                return Out::PassWith(regs);
+            }
+            Out::Pass
+        }
+        SYS_clone3 => {
+            let mut b = [0u8; 24];
+            if sys::read_mem(tid, x[0], &mut b).is_err() {
+                return Out::Ret(EFAULT);
+            }
+            let flags = u64::from_ne_bytes(b[0..8].try_into().unwrap_or([0; 8]));
+            let child_tid = u64::from_ne_bytes(b[16..24].try_into().unwrap_or([0; 8]));
+            let ctid = if flags & CLONE_CHILD_CLEARTID as u64 != 0 { child_tid } else { 0 };
+            if let Some(t) = s.threads.get_mut(&tid) {
+                t.pending_clone = Some((flags, ctid));
+            }
+            if flags & CLONE_UNTRACED != 0 && sys::write_u64(tid, x[0], flags & !CLONE_UNTRACED).is_err() {
+                return Out::Ret(EFAULT);
+            }
+            Out::Pass
+        }
+        SYS_fork | SYS_vfork => {
+            let flags = if a.nr == SYS_vfork { (CLONE_VFORK | CLONE_VM) as u64 } else { 0 } | SIGCHLD as u64;
+            if let Some(t) = s.threads.get_mut(&tid) {
+                t.pending_clone = Some((flags, 0));
+            }
+            Out::Pass
+        }
+        SYS_set_tid_address => {
+            if let Some(t) = s.threads.get_mut(&tid) {
+                t.clear_tid = x[0];
+            }
+            Out::Pass
+        }
+        SYS_exit => Out::Pass,
+        SYS_exit_group => {
+            if let Some(p) = s.threads.get(&tid).map(|t| t.proc) {
+                s.procs[p as usize].group_exit = true;
+            }
+            Out::Pass
+        }
+        SYS_wait4 | SYS_waitid => {
+            let opts_arg = if a.nr == SYS_wait4 { 2 } else { 3 };
+            let orig = x[opts_arg];
+            if orig & WNOHANG as u64 != 0 {
+                return Out::Pass;
+            }
+            sys::set_arg(&mut regs, opts_arg, orig | WNOHANG as u64);
+            let infop = if a.nr == SYS_waitid { x[2] } else { 0 };
+            Out::Exit(regs, Post::Wait { opts_arg, orig, infop })
+        }
+        SYS_ptrace => {
+            s.stats.hazard("refused", "ptrace by a guest refused with EPERM");
+            Out::Ret(EPERM)
+        }
+        _ => Out::Pass,
+    }
+}
+
+/// Exit stop of a wait made non-blocking: park if nothing was ready.
+pub fn wait_exit(s: &mut Supervisor, tid: pid_t, regs: Regs, opts_arg: usize, orig: u64, infop: u64) {
+    let r = regs.rax as i64;
+    let nothing = if regs.orig_rax as i64 == libc::SYS_waitid {
+        r == 0 && infop != 0 && sys::read_u32(tid, infop + 16).is_ok_and(|pid| pid == 0)
+    } else {
+        r == 0
+    };
+    let mut orig_regs = regs;
+    sys::set_arg(&mut orig_regs, opts_arg, orig);
+    if nothing {
+        if let Some(t) = s.threads.get_mut(&tid) {
+            t.saved = Some(orig_regs);
+        }
+        s.park(tid, Park::Exit, Wait::Child, None, regs.orig_rax as i64);
+        return;
+    }
+    // Restore the caller's options register (syscalls preserve it).
+    let _ = sys::set_regs(tid, &orig_regs);
+    s.continue_running(tid);
+}
+
+/// PTRACE_EVENT_CLONE/FORK/VFORK of the running thread `tid`.
+pub fn on_clone_event(s: &mut Supervisor, tid: pid_t, event: i32) {
+    let Ok(child) = sys::event_msg(tid).map(|m| m as pid_t) else {
+        let _ = sys::cont(tid, 0);
+        return;
+    };
+    let Some(parent) = s.threads.get_mut(&tid) else { return };
+    let (flags, ctid) = parent.pending_clone.take().unwrap_or((0, 0));
+    let pproc = parent.proc;
+    let is_thread = flags & libc::CLONE_THREAD as u64 != 0;
+    let proc = if is_thread {
+        pproc
+    } else {
+        let p = s.add_proc(child, Some(pproc));
+        if flags & libc::CLONE_VM as u64 != 0 {
+            s.procs[p as usize].space = s.procs[pproc as usize].space;
+        }
+        p
+    };
+    s.add_thread(child, proc, ctid);
+    // Collect the child's first stop now so that it can be resumed whenever
+    // the world picks it.
+    if s.early_take(child).is_none() {
+        loop {
+            match sys::wait_pid(child, 0) {
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Ok((_, st)) if libc::WIFEXITED(st) || libc::WIFSIGNALED(st) => {
+                    s.death(child, st);
+                    break;
+                }
+                _ => break,
+            }
+        }
+    }
+    if event == libc::PTRACE_EVENT_VFORK {
+        s.procs[proc as usize].vfork_parent = Some(tid);
+        // The parent waits in the kernel until the child execs or exits;
+        // it does not hold the turn meanwhile.
+        s.park(tid, Park::Vfork, Wait::Vfork, None, libc::SYS_vfork);
+        let _ = sys::cont(tid, 0);
+        return;
+    }
+    s.continue_running(tid);
+}
+
+impl Supervisor {
+    /// Wake Child waiters (a child changed state).
+    pub fn wake_child_waiters(&mut self) {
+        for vt in self.world.parked(|w| w == Wait::Child) {
+            self.world.wake(vt, WakeReason::Woken);
+        }
+    }
+
+    pub fn set_resume(&mut self, tid: pid_t, r: Resume) {
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.resume = r;
+        }
+    }
+}

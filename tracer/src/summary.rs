@@ -1,0 +1,170 @@
+//! What a run saw: syscall counts, virtual time, threads and processes, and
+//! every nondeterminism hazard. Printed with `--summary`, written as JSON
+//! with `--summary-json`; `--strict` fails the run when `hazards` is not empty.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Hazard {
+    pub kind: String,
+    pub detail: String,
+    pub count: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Summary {
+    pub seed: u64,
+    pub exit_code: i32,
+    pub virtual_ns: u64,
+    pub wall_ms: u64,
+    pub threads: u64,
+    pub processes: u64,
+    pub syscalls_intercepted: u64,
+    pub syscalls: BTreeMap<String, u64>,
+    pub rdtsc: u64,
+    pub cpuid: u64,
+    pub signals_delivered: u64,
+    pub scheduling_decisions: u64,
+    pub context_switches: u64,
+    pub namespaces: bool,
+    pub hazards: Vec<Hazard>,
+    /// Facts that make results machine-specific but not run-specific.
+    pub notes: Vec<String>,
+    pub deadlock: Option<Vec<String>>,
+}
+
+/// Counters kept during the run without allocation on the hot path.
+pub struct Stats {
+    pub by_nr: Box<[u64; 512]>,
+    pub rdtsc: u64,
+    pub cpuid: u64,
+    pub signals: u64,
+    pub threads: u64,
+    pub processes: u64,
+    hazards: BTreeMap<(String, String), u64>,
+    notes: BTreeMap<String, String>,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            by_nr: Box::new([0; 512]),
+            rdtsc: 0,
+            cpuid: 0,
+            signals: 0,
+            threads: 0,
+            processes: 0,
+            hazards: BTreeMap::new(),
+            notes: BTreeMap::new(),
+        }
+    }
+}
+
+impl Stats {
+    #[inline]
+    pub fn count(&mut self, nr: i64) {
+        if let Some(c) = usize::try_from(nr).ok().and_then(|i| self.by_nr.get_mut(i)) {
+            *c += 1;
+        }
+    }
+
+    /// Record a hazard; returns true the first time this (kind, detail) is seen.
+    pub fn hazard(&mut self, kind: &str, detail: impl Into<String>) -> bool {
+        let e = self
+            .hazards
+            .entry((kind.to_string(), detail.into()))
+            .or_insert(0);
+        *e += 1;
+        *e == 1
+    }
+
+    /// Record a portability note (same on every run here, may differ elsewhere).
+    pub fn note(&mut self, kind: &str, text: &str) {
+        self.notes.entry(kind.to_string()).or_insert_with(|| text.to_string());
+    }
+
+    pub fn has_hazards(&self) -> bool {
+        !self.hazards.is_empty()
+    }
+
+    pub fn summary(&self) -> Summary {
+        let mut syscalls = BTreeMap::new();
+        let mut total = 0;
+        for (nr, &c) in self.by_nr.iter().enumerate() {
+            if c > 0 {
+                let name = crate::sysnames::name(nr as i64)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("syscall_{nr}"));
+                syscalls.insert(name, c);
+                total += c;
+            }
+        }
+        Summary {
+            threads: self.threads,
+            processes: self.processes,
+            syscalls_intercepted: total,
+            syscalls,
+            rdtsc: self.rdtsc,
+            cpuid: self.cpuid,
+            signals_delivered: self.signals,
+            hazards: self
+                .hazards
+                .iter()
+                .map(|((k, d), &c)| Hazard {
+                    kind: k.clone(),
+                    detail: d.clone(),
+                    count: c,
+                })
+                .collect(),
+            notes: self.notes.iter().map(|(k, v)| format!("{k}: {v}")).collect(),
+            ..Summary::default()
+        }
+    }
+}
+
+impl Summary {
+    /// The human-readable form, for stderr.
+    pub fn render(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let _ = writeln!(s, "detrun summary (seed {})", self.seed);
+        let _ = writeln!(s, "  exit code           {}", self.exit_code);
+        let _ = writeln!(
+            s,
+            "  virtual time        {}.{:06} s   (wall {} ms)",
+            self.virtual_ns / 1_000_000_000,
+            (self.virtual_ns % 1_000_000_000) / 1000,
+            self.wall_ms
+        );
+        let _ = writeln!(s, "  threads / processes {} / {}", self.threads, self.processes);
+        let _ = writeln!(
+            s,
+            "  intercepted         {} syscalls, {} rdtsc, {} cpuid, {} signals",
+            self.syscalls_intercepted, self.rdtsc, self.cpuid, self.signals_delivered
+        );
+        let _ = writeln!(
+            s,
+            "  scheduling          {} decisions, {} switches",
+            self.scheduling_decisions, self.context_switches
+        );
+        let mut top: Vec<_> = self.syscalls.iter().collect();
+        top.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let list: Vec<String> = top.iter().take(12).map(|(n, c)| format!("{n} {c}")).collect();
+        if !list.is_empty() {
+            let _ = writeln!(s, "  top syscalls        {}", list.join(", "));
+        }
+        if self.hazards.is_empty() {
+            let _ = writeln!(s, "  hazards             none");
+        } else {
+            let _ = writeln!(s, "  hazards             {}", self.hazards.len());
+            for h in &self.hazards {
+                let _ = writeln!(s, "    - {}: {} (x{})", h.kind, h.detail, h.count);
+            }
+        }
+        for n in &self.notes {
+            let _ = writeln!(s, "  note                {n}");
+        }
+        s
+    }
+}

@@ -1,0 +1,1027 @@
+//! The ptrace event loop and the turn.
+//!
+//! Exactly one tracee thread holds the turn and runs; every other thread is
+//! in a ptrace-stop. The holder runs until its next stop (a trapped syscall,
+//! a signal, a clone/exec/exit event); the stop is handled, and the world
+//! decides whether it keeps the turn. Events from other threads (a new
+//! thread's first stop, the deaths of a group exit) are taken as they come
+//! but never let a second thread run.
+//!
+//! A thread that must wait (futex, sleep, a pipe with no data, wait4) is
+//! parked in the world and left stopped; it never blocks in the kernel while
+//! holding the turn. See `handlers/` for what each syscall does.
+
+use crate::config::RunConfig;
+use crate::summary::{Stats, Summary};
+use crate::sys::{self, Regs};
+use detrun_scheduler::cpuid::CpuidTable;
+use detrun_scheduler::{Config, Next, Policy, ProcId, Tid, Wait, WakeReason, World};
+use libc::pid_t;
+use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::time::Instant;
+
+/// Exit status when every thread is blocked and nothing can wake them.
+pub const EXIT_DEADLOCK: i32 = 123;
+/// Exit status when `--strict` found a hazard in a run that otherwise passed.
+pub const EXIT_HAZARD: i32 = 122;
+/// Exit status for a failure of detrun itself.
+pub const EXIT_INTERNAL: i32 = 125;
+
+const OPTIONS: i32 = libc::PTRACE_O_EXITKILL
+    | libc::PTRACE_O_TRACESYSGOOD
+    | libc::PTRACE_O_TRACESECCOMP
+    | libc::PTRACE_O_TRACECLONE
+    | libc::PTRACE_O_TRACEFORK
+    | libc::PTRACE_O_TRACEVFORK
+    | libc::PTRACE_O_TRACEEXEC
+    | libc::PTRACE_O_TRACEEXIT
+    | libc::PTRACE_O_TRACEVFORKDONE;
+
+/// How to continue a stopped thread when it gets the turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resume {
+    /// Its first stop: continue, suppressing the SIGSTOP.
+    Initial,
+    /// PTRACE_CONT with this signal (registers already set).
+    Cont(i32),
+    /// Handle the pending syscall (at a seccomp stop) again.
+    Redo,
+    /// At a syscall-exit stop: execute the syscall again from its start.
+    Reissue,
+    /// Make the pending syscall return this value.
+    Return(i64),
+    /// At a syscall-exit stop: return -ERESTARTSYS-like code so the kernel
+    /// delivers the pending signal and restarts or fails the call.
+    Interrupt(i64),
+    /// At a seccomp stop with a deliverable signal pending: let the real
+    /// (blocking) call run; the kernel returns at once.
+    PassReal,
+}
+
+/// Why a parked thread is parked, and how each kind of wake completes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Park {
+    /// futex wait at a seccomp stop.
+    Futex,
+    /// A sleep: `rem` is where to write the remaining time on EINTR.
+    Sleep { rem: u64, deadline: u64 },
+    /// fd readiness at a seccomp stop: re-handle when woken.
+    Io,
+    /// poll/select/epoll_wait: re-handle; on timeout pass with a zero timeout.
+    Poll,
+    /// pause, sigsuspend, sigtimedwait: only a signal (or its timeout).
+    Signal,
+    /// At a syscall-exit stop with the registers to reissue the call.
+    Exit,
+    /// A vfork parent, resumed into the kernel until its child execs or exits.
+    Vfork,
+    /// Interrupted out of a syscall the filter let through but that blocked;
+    /// retried whenever another thread has run.
+    Kernel,
+    /// A lock that was taken: re-handle whenever another thread has run.
+    Retry,
+}
+
+/// Post-processing at a syscall-exit stop.
+#[derive(Debug)]
+pub enum Post {
+    None,
+    /// wait4/waitid made non-blocking: `opts_arg` is the argument index of
+    /// the options, `orig` their original value.
+    Wait { opts_arg: usize, orig: u64, infop: u64 },
+    /// A write made non-blocking for one step of a continued write.
+    WriteNb { file: OwnedFd, orig_flags: i32 },
+    /// A signal was sent: look for waiters it interrupts.
+    Kill { sig: i32, target: i64 },
+    /// A syscall replaced by getpid so that the thread reaches an exit stop.
+    ToExit,
+}
+
+/// A write being continued across partial non-blocking steps.
+#[derive(Clone, Copy, Debug)]
+pub struct WriteCont {
+    pub fd: i32,
+    pub buf: u64,
+    pub count: u64,
+    pub done: u64,
+}
+
+pub struct Tracee {
+    pub tid: pid_t,
+    pub vt: Tid,
+    pub proc: ProcId,
+    pub resume: Resume,
+    pub park: Option<Park>,
+    /// Registers of the original syscall while parked at an exit stop.
+    pub saved: Option<Regs>,
+    /// At a syscall-exit stop (rather than a seccomp stop).
+    pub at_exit: bool,
+    pub post: Post,
+    pub pending_clone: Option<(u64, u64)>,
+    pub clear_tid: u64,
+    pub wcont: Option<WriteCont>,
+    /// Stolen descriptors (and poll events) whose readiness wakes this thread.
+    pub io: Vec<(OwnedFd, i16)>,
+    /// Signal mask to use for interruption while parked (sigsuspend & co).
+    pub wait_mask: Option<u64>,
+    /// The syscall it is parked in, for deadlock reports.
+    pub parked_nr: i64,
+}
+
+pub struct ProcInfo {
+    pub tgid: pid_t,
+    pub pidfd: i32,
+    pub space: u64,
+    pub group_exit: bool,
+    pub parent: Option<ProcId>,
+    pub vfork_parent: Option<pid_t>,
+    pub alive: bool,
+}
+
+/// Who is holding the turn while it dies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Hold {
+    Normal,
+    UntilThreadDeath(pid_t),
+    UntilProcDeath(ProcId),
+}
+
+static FORWARD_SIG: AtomicI32 = AtomicI32::new(0);
+static FORWARD_CODE: AtomicI32 = AtomicI32::new(0);
+static ALARMS: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn on_forward(sig: i32, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    FORWARD_SIG.store(sig, Ordering::SeqCst);
+    // SAFETY: the kernel passes a valid siginfo to SA_SIGINFO handlers.
+    let code = unsafe { info.as_ref().map_or(0, |i| i.si_code) };
+    FORWARD_CODE.store(code, Ordering::SeqCst);
+}
+
+extern "C" fn on_alarm(_: i32) {
+    ALARMS.fetch_add(1, Ordering::Relaxed);
+}
+
+fn install_handlers() {
+    // SAFETY: installing async-signal-safe handlers (atomic stores only),
+    // without SA_RESTART so that waitpid returns EINTR.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_forward as usize;
+        sa.sa_flags = libc::SA_SIGINFO;
+        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2] {
+            libc::sigaction(s, &sa, std::ptr::null_mut());
+        }
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_alarm as usize;
+        libc::sigaction(libc::SIGALRM, &sa, std::ptr::null_mut());
+        let tv = libc::timeval { tv_sec: 0, tv_usec: 100_000 };
+        let it = libc::itimerval { it_interval: tv, it_value: tv };
+        libc::setitimer(libc::ITIMER_REAL, &it, std::ptr::null_mut());
+    }
+}
+
+fn stop_alarm() {
+    // SAFETY: disarming our own timer.
+    unsafe {
+        let it: libc::itimerval = std::mem::zeroed();
+        libc::setitimer(libc::ITIMER_REAL, &it, std::ptr::null_mut());
+    }
+}
+
+pub struct Supervisor {
+    pub cfg: RunConfig,
+    pub world: World,
+    pub cpuid: CpuidTable,
+    pub threads: BTreeMap<pid_t, Tracee>,
+    pub vt_tid: Vec<pid_t>,
+    pub procs: Vec<ProcInfo>,
+    early: BTreeMap<pid_t, i32>,
+    pub running: Option<pid_t>,
+    hold: Hold,
+    main_proc: ProcId,
+    main_status: Option<i32>,
+    pub stats: Stats,
+    pub vdso_syscall: Option<u64>,
+    next_space: u64,
+    resumed_at: Instant,
+    start: Instant,
+    deadlock: Option<Vec<String>>,
+    shutting_down: bool,
+    pub namespaces: bool,
+    /// True once another thread ran since the Kernel-parked threads were
+    /// last retried.
+    kernel_retry: bool,
+    /// False once arming CPUID faulting failed (the CPU lacks it).
+    pub cpuid_faulting: bool,
+}
+
+fn wifexited(s: i32) -> bool {
+    libc::WIFEXITED(s)
+}
+
+impl Supervisor {
+    pub fn new(cfg: RunConfig) -> Supervisor {
+        let wcfg = Config {
+            seed: cfg.seed,
+            epoch_secs: cfg.epoch_secs,
+            event_cost_ns: cfg.event_cost_ns,
+            quantum: cfg.quantum.max(1),
+            policy: if cfg.chaos { Policy::Chaos } else { Policy::RoundRobin },
+        };
+        let mut cpuid = CpuidTable::fixed(cfg.ncpus);
+        cpuid.restrict_to(crate::handlers::misc::host_cpuid);
+        Supervisor {
+            cfg,
+            world: World::new(wcfg),
+            cpuid,
+            threads: BTreeMap::new(),
+            vt_tid: Vec::new(),
+            procs: Vec::new(),
+            early: BTreeMap::new(),
+            running: None,
+            hold: Hold::Normal,
+            main_proc: 0,
+            main_status: None,
+            stats: Stats::default(),
+            vdso_syscall: None,
+            next_space: 1,
+            resumed_at: Instant::now(),
+            start: Instant::now(),
+            deadlock: None,
+            shutting_down: false,
+            namespaces: false,
+            kernel_retry: false,
+            cpuid_faulting: true,
+        }
+    }
+
+    pub fn new_space(&mut self) -> u64 {
+        self.next_space += 1;
+        self.next_space
+    }
+
+    /// Start the guest and run it to the end. Returns (exit code, summary).
+    pub fn run(mut self) -> std::io::Result<(i32, Summary)> {
+        let bpf = crate::filter::build().map_err(std::io::Error::other)?;
+        if self.cfg.pin {
+            pin_cpu(self.cfg.cpu);
+        }
+        let sp = crate::spawn::spawn(&self.cfg, &bpf)?;
+        self.namespaces = sp.namespaces;
+        if !sp.namespaces {
+            self.stats.hazard("pids", "PID namespace not permitted: pids are real");
+        }
+        sys::seize(sp.guest, OPTIONS)?;
+        let p = self.add_proc(sp.guest, None);
+        self.main_proc = p;
+        let vt = self.add_thread(sp.guest, p, 0);
+        self.threads.get_mut(&sp.guest).expect("just added").resume = Resume::Cont(0);
+        install_handlers();
+        sp.release()?;
+        // The guest runs its setup and execs: it holds the turn from the start.
+        match self.world.next() {
+            Next::Run(t) if t == vt => {}
+            other => return Err(std::io::Error::other(format!("unexpected start: {other:?}"))),
+        }
+        self.running = Some(sp.guest);
+        self.resumed_at = Instant::now();
+        let r = self.event_loop();
+        stop_alarm();
+        self.kill_all();
+        if let Some(rp) = sp.reaper {
+            let mut st = 0;
+            // SAFETY: reaping our own child.
+            unsafe { libc::kill(rp, libc::SIGKILL) };
+            unsafe { libc::waitpid(rp, &mut st, 0) };
+        }
+        r?;
+        let mut code = match self.main_status {
+            Some(s) if wifexited(s) => libc::WEXITSTATUS(s),
+            Some(s) if libc::WIFSIGNALED(s) => 128 + libc::WTERMSIG(s),
+            _ => EXIT_INTERNAL,
+        };
+        if self.deadlock.is_some() {
+            code = EXIT_DEADLOCK;
+        }
+        let mut sum = self.stats.summary();
+        sum.seed = self.cfg.seed;
+        sum.virtual_ns = self.world.clock.elapsed();
+        sum.wall_ms = self.start.elapsed().as_millis() as u64;
+        sum.scheduling_decisions = self.world.decisions;
+        sum.context_switches = self.world.switches;
+        sum.namespaces = self.namespaces;
+        sum.deadlock = self.deadlock.clone();
+        if self.cfg.strict && code == 0 && !sum.hazards.is_empty() {
+            code = EXIT_HAZARD;
+        }
+        sum.exit_code = code;
+        Ok((code, sum))
+    }
+
+    pub fn add_proc(&mut self, tgid: pid_t, parent: Option<ProcId>) -> ProcId {
+        let id = self.world.add_process();
+        let space = self.new_space();
+        let pidfd = sys::pidfd_open(tgid).unwrap_or(-1);
+        self.procs.push(ProcInfo {
+            tgid,
+            pidfd,
+            space,
+            group_exit: false,
+            parent,
+            vfork_parent: None,
+            alive: true,
+        });
+        self.stats.processes += 1;
+        debug_assert_eq!(id as usize + 1, self.procs.len());
+        id
+    }
+
+    pub fn add_thread(&mut self, tid: pid_t, proc: ProcId, clear_tid: u64) -> Tid {
+        let vt = self.world.add_thread(proc);
+        self.vt_tid.push(tid);
+        self.threads.insert(
+            tid,
+            Tracee {
+                tid,
+                vt,
+                proc,
+                resume: Resume::Initial,
+                park: None,
+                saved: None,
+                at_exit: false,
+                post: Post::None,
+                pending_clone: None,
+                clear_tid,
+                wcont: None,
+                io: Vec::new(),
+                wait_mask: None,
+                parked_nr: -1,
+            },
+        );
+        self.stats.threads += 1;
+        vt
+    }
+
+    fn event_loop(&mut self) -> std::io::Result<()> {
+        loop {
+            if self.shutting_down && self.threads.is_empty() {
+                return Ok(());
+            }
+            if self.running.is_none() && !self.shutting_down {
+                if !self.schedule() {
+                    return Ok(());
+                }
+                continue;
+            }
+            match sys::wait_any(0) {
+                Ok((tid, st)) => self.on_stop(tid, st),
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => self.on_interrupt(),
+                Err(e) if e.raw_os_error() == Some(libc::ECHILD) => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Hand the turn on. Returns false when the run is over.
+    fn schedule(&mut self) -> bool {
+        self.check_io();
+        match self.world.next() {
+            Next::Run(vt) => {
+                let tid = self.vt_tid[vt as usize];
+                self.give_turn(tid);
+                true
+            }
+            Next::Deliver(ds) => {
+                self.deliver_timers(ds);
+                true
+            }
+            Next::Idle => self.idle(),
+            Next::Done => false,
+        }
+    }
+
+    /// Nothing runnable and no timer: wait for the outside world, or report
+    /// a deadlock.
+    fn idle(&mut self) -> bool {
+        let parked = self.world.parked(|w| w == Wait::Io);
+        let mut fds: Vec<libc::pollfd> = Vec::new();
+        let mut kernel = false;
+        for &vt in &parked {
+            let tid = self.vt_tid[vt as usize];
+            if let Some(t) = self.threads.get(&tid) {
+                if t.park == Some(Park::Kernel) {
+                    kernel = true;
+                }
+                for (f, ev) in &t.io {
+                    use std::os::fd::AsRawFd;
+                    fds.push(libc::pollfd { fd: f.as_raw_fd(), events: *ev, revents: 0 });
+                }
+            }
+        }
+        if kernel {
+            // Retry threads that were blocked in the kernel: their wake-up
+            // may come from outside.
+            self.kernel_retry = true;
+            self.check_io();
+            return true;
+        }
+        if fds.is_empty() {
+            self.report_deadlock();
+            return false;
+        }
+        self.stats.hazard("external-wait", "all threads waited on descriptors fed from outside the sandbox");
+        // SAFETY: polling our own descriptors; EINTR (the watchdog tick)
+        // brings us back to handle forwarded signals.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+        if FORWARD_SIG.load(Ordering::SeqCst) != 0 {
+            self.forward_signal();
+        }
+        true
+    }
+
+    fn report_deadlock(&mut self) {
+        let mut lines = Vec::new();
+        for t in self.threads.values() {
+            if let Some(w) = self.world.waiting_on(t.vt) {
+                let name = crate::sysnames::name(t.parked_nr).unwrap_or("?");
+                let ns = crate::handlers::process::ns_tid(t.tid).unwrap_or(t.tid);
+                lines.push(format!("thread {} (pid {}): blocked in {} ({})", ns, self.procs[t.proc as usize].tgid_ns(), name, w.name()));
+            }
+        }
+        eprintln!("detrun: deadlock: every thread is blocked and nothing can wake them");
+        for l in &lines {
+            eprintln!("detrun:   {l}");
+        }
+        self.deadlock = Some(lines);
+        self.kill_all();
+    }
+
+    /// Give the turn to `tid` and resume it as its state requires.
+    fn give_turn(&mut self, tid: pid_t) {
+        self.running = Some(tid);
+        self.hold = Hold::Normal;
+        self.resumed_at = Instant::now();
+        self.kernel_retry = true;
+        let Some(t) = self.threads.get_mut(&tid) else {
+            self.running = None;
+            return;
+        };
+        let vt = t.vt;
+        let wake = self.world.take_wake(vt);
+        let resume = match t.park.take() {
+            Some(park) => {
+                let r = self.complete_park(tid, park, wake.unwrap_or(WakeReason::Woken));
+                match r {
+                    Some(r) => r,
+                    None => return, // parked again
+                }
+            }
+            None => t.resume,
+        };
+        self.apply_resume(tid, resume);
+    }
+
+    /// Decide how a parked thread continues after `reason`. `None` means it
+    /// parked again (and gave the turn back).
+    fn complete_park(&mut self, tid: pid_t, park: Park, reason: WakeReason) -> Option<Resume> {
+        let now = self.world.clock.monotonic();
+        let t = self.threads.get_mut(&tid)?;
+        t.io.clear();
+        let mask = t.wait_mask.take();
+        let r = match (park, reason) {
+            (Park::Futex, WakeReason::Woken) => Resume::Return(0),
+            (Park::Futex, WakeReason::Timeout) => Resume::Return(-(libc::ETIMEDOUT as i64)),
+            (Park::Futex, WakeReason::Interrupted) => Resume::Return(-(libc::EINTR as i64)),
+            (Park::Sleep { .. }, WakeReason::Timeout | WakeReason::Woken) => Resume::Return(0),
+            (Park::Sleep { rem, deadline }, WakeReason::Interrupted) => {
+                if rem != 0 {
+                    let left = deadline.saturating_sub(now);
+                    let _ = sys::write_pair(tid, rem, (left / 1_000_000_000) as i64, (left % 1_000_000_000) as i64);
+                }
+                Resume::Return(-(libc::EINTR as i64))
+            }
+            (Park::Exit, WakeReason::Interrupted) => match t.wcont.take() {
+                Some(w) if w.done > 0 => self.finish_write(tid, w, w.done as i64),
+                _ => Resume::Interrupt(512), // ERESTARTSYS
+            },
+            (Park::Exit, _) => Resume::Reissue,
+            (Park::Io | Park::Poll | Park::Signal | Park::Retry, WakeReason::Interrupted) => {
+                // Let the real call see the pending signal, if it still is.
+                let st = sys::sig_state(tid);
+                let m = mask.unwrap_or_else(|| st.map_or(0, |s| s.blocked));
+                if st.is_some_and(|s| s.deliverable(m) != 0) {
+                    Resume::PassReal
+                } else {
+                    Resume::Redo
+                }
+            }
+            (Park::Poll, WakeReason::Timeout) => {
+                crate::handlers::io::expire_poll(self, tid);
+                Resume::PassReal
+            }
+            (Park::Signal, WakeReason::Timeout) => Resume::Return(-(libc::EAGAIN as i64)),
+            (Park::Io | Park::Poll | Park::Signal | Park::Retry, _) => Resume::Redo,
+            (Park::Vfork | Park::Kernel, _) => Resume::Cont(0),
+        };
+        Some(r)
+    }
+
+    pub fn finish_write(&mut self, tid: pid_t, w: WriteCont, result: i64) -> Resume {
+        if let Ok(mut r) = sys::get_regs(tid) {
+            r.rsi = w.buf;
+            r.rdx = w.count;
+            r.rax = result as u64;
+            let _ = sys::set_regs(tid, &r);
+        }
+        Resume::Cont(0)
+    }
+
+    pub fn apply_resume(&mut self, tid: pid_t, resume: Resume) {
+        let at_exit = self.threads.get(&tid).is_some_and(|t| t.at_exit);
+        let r = match resume {
+            Resume::Initial => sys::cont(tid, 0),
+            Resume::Cont(sig) => sys::cont(tid, sig),
+            Resume::PassReal => sys::cont(tid, 0),
+            Resume::Redo => {
+                self.on_syscall(tid, true);
+                return;
+            }
+            Resume::Reissue => {
+                let saved = self.threads.get_mut(&tid).and_then(|t| t.saved.take());
+                match saved {
+                    Some(mut r) => {
+                        r.rip -= 2;
+                        r.rax = r.orig_rax;
+                        sys::set_regs(tid, &r).and_then(|_| sys::cont(tid, 0))
+                    }
+                    None => sys::cont(tid, 0),
+                }
+            }
+            Resume::Return(v) => match sys::get_regs(tid) {
+                Ok(mut r) => {
+                    if !at_exit {
+                        r.orig_rax = u64::MAX;
+                    }
+                    r.rax = v as u64;
+                    sys::set_regs(tid, &r).and_then(|_| sys::cont(tid, 0))
+                }
+                Err(e) => Err(e),
+            },
+            Resume::Interrupt(code) => {
+                let saved = self.threads.get_mut(&tid).and_then(|t| t.saved.take());
+                match saved {
+                    Some(mut r) => {
+                        r.rax = (-code) as u64;
+                        sys::set_regs(tid, &r).and_then(|_| sys::cont(tid, 0))
+                    }
+                    None => sys::cont(tid, 0),
+                }
+            }
+        };
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.at_exit = false;
+            t.resume = Resume::Cont(0);
+        }
+        if r.is_err() {
+            // The thread is gone (killed); its death event will follow.
+        }
+    }
+
+    /// The running thread gives up the turn, staying runnable; it will
+    /// continue with `resume`.
+    pub fn yield_running(&mut self, tid: pid_t, resume: Resume) {
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.resume = resume;
+            self.world.yield_turn(t.vt);
+        }
+        if self.running == Some(tid) {
+            self.running = None;
+        }
+    }
+
+    /// Park the running thread. It is stopped at a seccomp stop (or at an
+    /// exit stop when `park == Park::Exit`).
+    pub fn park(&mut self, tid: pid_t, park: Park, wait: Wait, deadline: Option<u64>, nr: i64) {
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.park = Some(park);
+            t.parked_nr = nr;
+            self.world.block(t.vt, wait, deadline);
+        }
+        if self.running == Some(tid) {
+            self.running = None;
+        }
+    }
+
+    /// Continue the running thread, or hand the turn on if it used its quantum.
+    pub fn continue_running(&mut self, tid: pid_t) {
+        if self.world.timers_due() {
+            let ds = self.world.fire_due();
+            self.deliver_timers(ds);
+        }
+        if self.running != Some(tid) {
+            return;
+        }
+        if let Err(_e) = sys::cont(tid, 0) {
+            // Died under us; the death event follows.
+        }
+    }
+
+    /// Wake parked threads whose descriptors became ready.
+    fn check_io(&mut self) {
+        let parked = self.world.parked(|w| w == Wait::Io);
+        for vt in parked {
+            let tid = self.vt_tid[vt as usize];
+            let Some(t) = self.threads.get(&tid) else { continue };
+            if matches!(t.park, Some(Park::Kernel | Park::Retry)) || (t.io.is_empty() && t.park == Some(Park::Exit)) {
+                if self.kernel_retry {
+                    self.world.wake(vt, WakeReason::Woken);
+                }
+                continue;
+            }
+            if t.io.is_empty() {
+                continue;
+            }
+            use std::os::fd::AsRawFd;
+            let mut fds: Vec<libc::pollfd> = t
+                .io
+                .iter()
+                .map(|(f, ev)| libc::pollfd { fd: f.as_raw_fd(), events: *ev, revents: 0 })
+                .collect();
+            // SAFETY: polling our own stolen descriptors without blocking.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+            if n > 0 {
+                self.world.wake(vt, WakeReason::Woken);
+            }
+        }
+        self.kernel_retry = false;
+    }
+
+    /// Send the signals of expired timers and wake the waiters they interrupt.
+    pub fn deliver_timers(&mut self, ds: Vec<detrun_scheduler::Delivery>) {
+        for d in ds {
+            let p = d.proc as usize;
+            if !self.procs.get(p).is_some_and(|x| x.alive) {
+                continue;
+            }
+            let tgid = self.procs[p].tgid;
+            let code = if d.timer >= 0 { -2 } else { -6 }; // SI_TIMER, SI_TKILL
+            let target = match d.spec.target {
+                detrun_scheduler::SigTarget::Thread(vt) if self.world.is_alive(vt) => self.vt_tid[vt as usize],
+                _ => {
+                    // Process-directed: the main thread if alive, else the first.
+                    let ths = self.world.threads_of(d.proc);
+                    match ths.iter().find(|&&v| self.world.is_alive(v)) {
+                        Some(&v) => self.vt_tid[v as usize],
+                        None => continue,
+                    }
+                }
+            };
+            let r = if d.timer >= 0 {
+                sys::tgsigqueue(tgid, target, d.spec.signal, code, d.spec.value)
+            } else {
+                sys::tgkill(tgid, target, d.spec.signal)
+            };
+            if r.is_ok() {
+                self.stats.signals += 1;
+            }
+            self.check_signals(Some(d.proc));
+        }
+    }
+
+    /// Wake parked threads (of `proc`, or of every process) that have a
+    /// deliverable signal pending.
+    pub fn check_signals(&mut self, proc: Option<ProcId>) {
+        let parked = self.world.parked(|w| w != Wait::Vfork);
+        for vt in parked {
+            let tid = self.vt_tid[vt as usize];
+            let Some(t) = self.threads.get(&tid) else { continue };
+            if proc.is_some_and(|p| p != t.proc) {
+                continue;
+            }
+            let Some(st) = sys::sig_state(tid) else { continue };
+            let mask = t.wait_mask.unwrap_or(st.blocked);
+            if st.deliverable(mask) != 0 {
+                self.world.wake(vt, WakeReason::Interrupted);
+            }
+        }
+    }
+
+    fn on_interrupt(&mut self) {
+        if FORWARD_SIG.load(Ordering::SeqCst) != 0 {
+            self.forward_signal();
+        }
+        self.watchdog();
+    }
+
+    fn forward_signal(&mut self) {
+        let sig = FORWARD_SIG.swap(0, Ordering::SeqCst);
+        let code = FORWARD_CODE.load(Ordering::SeqCst);
+        if sig == 0 {
+            return;
+        }
+        self.stats.hazard("external-signal", format!("signal {sig} from outside the sandbox"));
+        let main = &self.procs[self.main_proc as usize];
+        // From a terminal (SI_KERNEL) the guest's process group got it too.
+        if main.alive && code != 0x80 {
+            // SAFETY: signalling our own tracee.
+            unsafe { libc::kill(main.tgid, sig) };
+        }
+        self.check_signals(None);
+    }
+
+    /// A running thread that makes no stop for a while is either spinning in
+    /// user space (preempt it if someone else could run) or blocked in the
+    /// kernel in a call the filter let through (interrupt and park it).
+    fn watchdog(&mut self) {
+        let Some(tid) = self.running else { return };
+        if self.hold != Hold::Normal || self.shutting_down {
+            return;
+        }
+        if self.resumed_at.elapsed().as_millis() < self.cfg.watchdog_ms as u128 {
+            return;
+        }
+        let state = proc_state(tid);
+        let others = self.threads.values().any(|t| t.tid != tid && self.world.is_runnable(t.vt));
+        match state {
+            Some('R') if others => {
+                if sys::interrupt(tid).is_ok() {
+                    self.resumed_at = Instant::now();
+                    self.stats.hazard("watchdog-preemption", "a thread ran without syscalls and was preempted on wall-clock time");
+                }
+            }
+            Some('S') | Some('D') => {
+                if sys::interrupt(tid).is_ok() {
+                    self.resumed_at = Instant::now();
+                    let name = crate::handlers::process::current_syscall(tid).unwrap_or_else(|| "?".into());
+                    self.stats.hazard("blocked-in-kernel", format!("{name} blocked in the kernel and was interrupted"));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_stop(&mut self, tid: pid_t, st: i32) {
+        if libc::WIFEXITED(st) || libc::WIFSIGNALED(st) {
+            self.on_death(tid, st);
+            return;
+        }
+        if !libc::WIFSTOPPED(st) {
+            return;
+        }
+        if !self.threads.contains_key(&tid) {
+            self.early.insert(tid, st);
+            return;
+        }
+        let sig = libc::WSTOPSIG(st);
+        let event = (st >> 16) & 0xffff;
+        match (sig, event) {
+            (libc::SIGTRAP, libc::PTRACE_EVENT_SECCOMP) => {
+                if let Some(t) = self.threads.get_mut(&tid) {
+                    t.at_exit = false;
+                }
+                self.on_syscall(tid, false)
+            }
+            (s, 0) if s == libc::SIGTRAP | 0x80 => {
+                if let Some(t) = self.threads.get_mut(&tid) {
+                    t.at_exit = true;
+                }
+                crate::handlers::on_syscall_exit(self, tid)
+            }
+            (libc::SIGTRAP, libc::PTRACE_EVENT_CLONE | libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK) => {
+                crate::handlers::process::on_clone_event(self, tid, event)
+            }
+            (libc::SIGTRAP, libc::PTRACE_EVENT_EXEC) => crate::exec::on_exec(self, tid),
+            (libc::SIGTRAP, libc::PTRACE_EVENT_EXIT) => self.on_exit_event(tid),
+            (libc::SIGTRAP, libc::PTRACE_EVENT_VFORK_DONE) => self.on_vfork_done(tid),
+            (_, sys::PTRACE_EVENT_STOP) => self.on_event_stop(tid, sig),
+            (sig, _) => crate::handlers::signal::on_signal(self, tid, sig),
+        }
+    }
+
+    /// PTRACE_EVENT_STOP: a group-stop (ignored: job control is not
+    /// virtualized) or our own PTRACE_INTERRUPT.
+    fn on_event_stop(&mut self, tid: pid_t, sig: i32) {
+        if matches!(sig, libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU) && self.running != Some(tid) {
+            let _ = sys::cont(tid, 0);
+            return;
+        }
+        if self.running != Some(tid) {
+            let _ = sys::cont(tid, 0);
+            return;
+        }
+        // The watchdog interrupted the running thread.
+        let state_kernel = crate::handlers::process::was_in_syscall(tid);
+        if state_kernel {
+            self.park(tid, Park::Kernel, Wait::Io, None, -1);
+        } else {
+            self.yield_running(tid, Resume::Cont(0));
+        }
+    }
+
+    fn on_syscall(&mut self, tid: pid_t, redo: bool) {
+        let Ok(regs) = sys::get_regs(tid) else { return };
+        let Some(t) = self.threads.get(&tid) else { return };
+        let vt = t.vt;
+        let expired = self.world.tick(vt);
+        if !redo && expired {
+            self.yield_running(tid, Resume::Redo);
+            return;
+        }
+        if !redo {
+            self.stats.count(regs.orig_rax as i64);
+        }
+        crate::handlers::dispatch(self, tid, regs);
+    }
+
+    fn on_exit_event(&mut self, tid: pid_t) {
+        let Some(t) = self.threads.get(&tid) else {
+            let _ = sys::cont(tid, 0);
+            return;
+        };
+        let p = t.proc;
+        if self.running == Some(tid) {
+            let status = sys::event_msg(tid).unwrap_or(0) as i32;
+            let pi = &self.procs[p as usize];
+            let live = self
+                .world
+                .threads_of(p)
+                .iter()
+                .filter(|&&v| self.world.is_alive(v))
+                .count();
+            let group = pi.group_exit || libc::WIFSIGNALED(status) || live <= 1;
+            if group {
+                self.procs[p as usize].group_exit = true;
+                self.hold = Hold::UntilProcDeath(p);
+            } else if tid != pi.tgid {
+                self.hold = Hold::UntilThreadDeath(tid);
+            } else {
+                // The leader left with pthread_exit; its siblings go on.
+                let vt = t.vt;
+                self.world.exit_thread(vt);
+                self.running = None;
+            }
+        }
+        let _ = sys::cont(tid, 0);
+    }
+
+    fn on_vfork_done(&mut self, tid: pid_t) {
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.park = None;
+            t.resume = Resume::Cont(0);
+            let vt = t.vt;
+            self.world.wake(vt, WakeReason::Woken);
+            let _ = self.world.take_wake(vt);
+        }
+    }
+
+    /// Wait until the vfork parent of `child_proc` reports its release.
+    pub fn release_vfork_parent(&mut self, child_proc: ProcId) {
+        let Some(ptid) = self.procs[child_proc as usize].vfork_parent.take() else { return };
+        if self.threads.get(&ptid).and_then(|t| t.park) != Some(Park::Vfork) {
+            return; // its VFORK_DONE stop was already taken
+        }
+        loop {
+            match sys::wait_pid(ptid, 0) {
+                Ok((_, st)) => {
+                    let ev = (st >> 16) & 0xffff;
+                    if libc::WIFSTOPPED(st) && ev == libc::PTRACE_EVENT_VFORK_DONE {
+                        self.on_vfork_done(ptid);
+                        return;
+                    }
+                    self.on_stop(ptid, st);
+                    if !self.threads.contains_key(&ptid) {
+                        return;
+                    }
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Take a stop that arrived before its thread was known.
+    pub fn early_take(&mut self, tid: pid_t) -> Option<i32> {
+        self.early.remove(&tid)
+    }
+
+    pub fn death(&mut self, tid: pid_t, st: i32) {
+        self.on_death(tid, st);
+    }
+
+    fn on_death(&mut self, tid: pid_t, st: i32) {
+        self.early.remove(&tid);
+        let Some(t) = self.threads.remove(&tid) else { return };
+        let p = t.proc;
+        self.world.exit_thread(t.vt);
+        if t.clear_tid != 0 {
+            let live = self.world.threads_of(p).iter().any(|&v| self.world.is_alive(v));
+            if live {
+                let key = detrun_scheduler::FutexKey { space: self.procs[p as usize].space, addr: t.clear_tid };
+                self.world.futex_wake(key, 1, u32::MAX);
+            }
+        }
+        let leader = tid == self.procs[p as usize].tgid;
+        if leader {
+            self.process_dead(p, st);
+        }
+        let release = match self.hold {
+            Hold::UntilThreadDeath(x) => x == tid,
+            Hold::UntilProcDeath(x) => x == p && leader,
+            Hold::Normal => self.running == Some(tid),
+        };
+        if release && self.running.is_some() {
+            self.running = None;
+            self.hold = Hold::Normal;
+        }
+    }
+
+    fn process_dead(&mut self, p: ProcId, st: i32) {
+        let pi = &mut self.procs[p as usize];
+        pi.alive = false;
+        if pi.pidfd >= 0 {
+            // SAFETY: closing our own pidfd.
+            unsafe { libc::close(pi.pidfd) };
+            pi.pidfd = -1;
+        }
+        // Threads of the process that never reported are gone too.
+        for &vt in self.world.threads_of(p).to_vec().iter() {
+            if self.world.is_alive(vt) {
+                self.world.exit_thread(vt);
+            }
+        }
+        self.release_vfork_parent(p);
+        if p == self.main_proc {
+            self.main_status = Some(st);
+            if !self.threads.is_empty() {
+                self.shutting_down = true;
+                self.kill_all();
+            }
+        }
+        for vt in self.world.parked(|w| w == Wait::Child) {
+            self.world.wake(vt, WakeReason::Woken);
+        }
+        let parent = self.procs[p as usize].parent;
+        if let Some(pp) = parent {
+            self.check_signals(Some(pp));
+        }
+    }
+
+    /// SIGKILL every remaining tracee and wait for them.
+    fn kill_all(&mut self) {
+        let tgids: Vec<pid_t> = self.procs.iter().filter(|p| p.alive).map(|p| p.tgid).collect();
+        for tg in tgids {
+            // SAFETY: signalling our own tracees.
+            unsafe { libc::kill(tg, libc::SIGKILL) };
+        }
+        self.shutting_down = true;
+        // Drain: continue exit stops until every tracee is gone.
+        while !self.threads.is_empty() {
+            match sys::wait_any(0) {
+                Ok((tid, st)) => {
+                    if libc::WIFEXITED(st) || libc::WIFSIGNALED(st) {
+                        self.on_death(tid, st);
+                    } else {
+                        let _ = sys::cont(tid, 0);
+                    }
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(_) => {
+                    self.threads.clear();
+                    break;
+                }
+            }
+        }
+        self.running = None;
+    }
+}
+
+impl ProcInfo {
+    pub fn tgid_ns(&self) -> pid_t {
+        crate::handlers::process::ns_tid(self.tgid).unwrap_or(self.tgid)
+    }
+}
+
+fn proc_state(tid: pid_t) -> Option<char> {
+    let s = std::fs::read_to_string(format!("/proc/{tid}/stat")).ok()?;
+    let after = s.rsplit_once(')')?.1;
+    after.trim_start().chars().next()
+}
+
+fn pin_cpu(cpu: Option<usize>) {
+    // SAFETY: querying and setting our own affinity with a local cpu_set_t.
+    unsafe {
+        let c = cpu.unwrap_or_else(|| {
+            let c = libc::sched_getcpu();
+            if c < 0 {
+                0
+            } else {
+                c as usize
+            }
+        });
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(c, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}

@@ -1,0 +1,313 @@
+//! Thin, checked wrappers around ptrace, registers and tracee memory.
+//!
+//! Tracee memory is read with `process_vm_readv` and written with
+//! `process_vm_writev`, falling back to `/proc/PID/mem` for read-only pages.
+//! Every access can fail: the guest may pass any pointer, so callers turn a
+//! failure into `EFAULT` for the guest, never a panic.
+
+use libc::{c_long, c_void, pid_t, user_regs_struct};
+use std::io;
+
+pub type Regs = user_regs_struct;
+
+pub const PTRACE_EVENT_STOP: i32 = 128;
+
+/// Result of a raw call, with errno.
+pub fn cvt(r: c_long) -> io::Result<c_long> {
+    if r == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn ptrace(req: libc::c_uint, pid: pid_t, addr: usize, data: usize) -> io::Result<c_long> {
+    // SAFETY: ptrace with integer arguments; pointer-taking requests below
+    // pass valid pointers to owned memory.
+    unsafe { cvt(libc::ptrace(req, pid, addr as *mut c_void, data as *mut c_void)) }
+}
+
+pub fn seize(pid: pid_t, options: i32) -> io::Result<()> {
+    ptrace(libc::PTRACE_SEIZE, pid, 0, options as usize).map(drop)
+}
+
+pub fn cont(pid: pid_t, sig: i32) -> io::Result<()> {
+    ptrace(libc::PTRACE_CONT, pid, 0, sig as usize).map(drop)
+}
+
+pub fn syscall(pid: pid_t, sig: i32) -> io::Result<()> {
+    ptrace(libc::PTRACE_SYSCALL, pid, 0, sig as usize).map(drop)
+}
+
+pub fn singlestep(pid: pid_t) -> io::Result<()> {
+    ptrace(libc::PTRACE_SINGLESTEP, pid, 0, 0).map(drop)
+}
+
+pub fn interrupt(pid: pid_t) -> io::Result<()> {
+    ptrace(libc::PTRACE_INTERRUPT, pid, 0, 0).map(drop)
+}
+
+pub fn event_msg(pid: pid_t) -> io::Result<u64> {
+    let mut v: libc::c_ulong = 0;
+    ptrace(libc::PTRACE_GETEVENTMSG, pid, 0, &mut v as *mut _ as usize)?;
+    Ok(v as u64)
+}
+
+pub fn get_regs(pid: pid_t) -> io::Result<Regs> {
+    // SAFETY: user_regs_struct is plain data; zeroed is a valid value.
+    let mut r: Regs = unsafe { std::mem::zeroed() };
+    ptrace(libc::PTRACE_GETREGS, pid, 0, &mut r as *mut _ as usize)?;
+    Ok(r)
+}
+
+pub fn set_regs(pid: pid_t, r: &Regs) -> io::Result<()> {
+    ptrace(libc::PTRACE_SETREGS, pid, 0, r as *const _ as usize).map(drop)
+}
+
+pub fn get_siginfo(pid: pid_t) -> io::Result<libc::siginfo_t> {
+    // SAFETY: siginfo_t is plain data.
+    let mut si: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    ptrace(libc::PTRACE_GETSIGINFO, pid, 0, &mut si as *mut _ as usize)?;
+    Ok(si)
+}
+
+/// Wait for any tracee stop or exit. Returns (tid, raw status).
+pub fn wait_any(flags: i32) -> io::Result<(pid_t, i32)> {
+    wait_pid(-1, flags)
+}
+
+pub fn wait_pid(pid: pid_t, flags: i32) -> io::Result<(pid_t, i32)> {
+    let mut st = 0;
+    // SAFETY: plain syscall with a pointer to a local.
+    let r = unsafe { libc::waitpid(pid, &mut st, flags | libc::__WALL) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok((r, st))
+    }
+}
+
+/// Read tracee memory. Short reads (an unmapped page in the range) are errors.
+pub fn read_mem(pid: pid_t, addr: u64, buf: &mut [u8]) -> io::Result<()> {
+    if buf.is_empty() {
+        return Ok(());
+    }
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut c_void,
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: local iovec points at `buf`, which outlives the call.
+    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if n as usize != buf.len() {
+        return Err(io::Error::from_raw_os_error(libc::EFAULT));
+    }
+    Ok(())
+}
+
+/// Write tracee memory; read-only pages are written through /proc/PID/mem.
+pub fn write_mem(pid: pid_t, addr: u64, data: &[u8]) -> io::Result<()> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    let local = libc::iovec {
+        iov_base: data.as_ptr() as *mut c_void,
+        iov_len: data.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut c_void,
+        iov_len: data.len(),
+    };
+    // SAFETY: local iovec points at `data`, which outlives the call.
+    let n = unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) };
+    if n >= 0 && n as usize == data.len() {
+        return Ok(());
+    }
+    write_mem_proc(pid, addr, data)
+}
+
+fn write_mem_proc(pid: pid_t, addr: u64, data: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/proc/{pid}/mem"))?;
+    f.write_all_at(data, addr)
+}
+
+pub fn read_u32(pid: pid_t, addr: u64) -> io::Result<u32> {
+    let mut b = [0u8; 4];
+    read_mem(pid, addr, &mut b)?;
+    Ok(u32::from_ne_bytes(b))
+}
+
+pub fn read_u64(pid: pid_t, addr: u64) -> io::Result<u64> {
+    let mut b = [0u8; 8];
+    read_mem(pid, addr, &mut b)?;
+    Ok(u64::from_ne_bytes(b))
+}
+
+pub fn write_u32(pid: pid_t, addr: u64, v: u32) -> io::Result<()> {
+    write_mem(pid, addr, &v.to_ne_bytes())
+}
+
+pub fn write_u64(pid: pid_t, addr: u64, v: u64) -> io::Result<()> {
+    write_mem(pid, addr, &v.to_ne_bytes())
+}
+
+/// Read a (sec, nsec) pair of i64s.
+pub fn read_timespec(pid: pid_t, addr: u64) -> io::Result<(i64, i64)> {
+    let mut b = [0u8; 16];
+    read_mem(pid, addr, &mut b)?;
+    let s = i64::from_ne_bytes(b[0..8].try_into().unwrap_or([0; 8]));
+    let n = i64::from_ne_bytes(b[8..16].try_into().unwrap_or([0; 8]));
+    Ok((s, n))
+}
+
+pub fn write_pair(pid: pid_t, addr: u64, a: i64, b: i64) -> io::Result<()> {
+    let mut buf = [0u8; 16];
+    buf[..8].copy_from_slice(&a.to_ne_bytes());
+    buf[8..].copy_from_slice(&b.to_ne_bytes());
+    write_mem(pid, addr, &buf)
+}
+
+/// Read a NUL-terminated string of at most `max` bytes, page by page.
+pub fn read_cstr(pid: pid_t, addr: u64, max: usize) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut a = addr;
+    while out.len() < max {
+        let room = 4096 - (a as usize & 4095);
+        let mut chunk = vec![0u8; room.min(max - out.len())];
+        read_mem(pid, a, &mut chunk)?;
+        if let Some(p) = chunk.iter().position(|&c| c == 0) {
+            out.extend_from_slice(&chunk[..p]);
+            return Ok(out);
+        }
+        out.extend_from_slice(&chunk);
+        a += chunk.len() as u64;
+    }
+    Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG))
+}
+
+/// A pidfd for `pid`, used to steal file descriptors.
+pub fn pidfd_open(pid: pid_t) -> io::Result<i32> {
+    // SAFETY: plain syscall.
+    let r = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    cvt(r).map(|v| v as i32)
+}
+
+/// Duplicate file descriptor `fd` of the process behind `pidfd` into ours.
+pub fn pidfd_getfd(pidfd: i32, fd: i32) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain syscall; on success we own the returned descriptor.
+    let r = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0) };
+    let fd = cvt(r)? as i32;
+    // SAFETY: fd is a fresh descriptor owned by us.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// Send a signal with a given siginfo to one thread.
+pub fn tgsigqueue(tgid: pid_t, tid: pid_t, sig: i32, code: i32, value: u64) -> io::Result<()> {
+    // siginfo_t for the rt variant: signo, errno, code, then the union:
+    // (pid, uid) then sigval at offset 24.
+    let mut si = [0u8; 128];
+    si[0..4].copy_from_slice(&sig.to_ne_bytes());
+    si[8..12].copy_from_slice(&code.to_ne_bytes());
+    si[24..32].copy_from_slice(&value.to_ne_bytes());
+    // SAFETY: si is a 128-byte buffer, the size of siginfo_t.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_rt_tgsigqueueinfo,
+            tgid,
+            tid,
+            sig,
+            si.as_ptr(),
+        )
+    };
+    cvt(r).map(drop)
+}
+
+pub fn tgkill(tgid: pid_t, tid: pid_t, sig: i32) -> io::Result<()> {
+    // SAFETY: plain syscall.
+    cvt(unsafe { libc::syscall(libc::SYS_tgkill, tgid, tid, sig) }).map(drop)
+}
+
+/// Decoded arguments of the syscall at a stop.
+#[derive(Clone, Copy, Debug)]
+pub struct Args {
+    pub nr: i64,
+    pub a: [u64; 6],
+}
+
+impl Args {
+    pub fn from_regs(r: &Regs) -> Args {
+        Args {
+            nr: r.orig_rax as i64,
+            a: [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9],
+        }
+    }
+}
+
+/// Store argument `i` into registers.
+pub fn set_arg(r: &mut Regs, i: usize, v: u64) {
+    match i {
+        0 => r.rdi = v,
+        1 => r.rsi = v,
+        2 => r.rdx = v,
+        3 => r.r10 = v,
+        4 => r.r8 = v,
+        _ => r.r9 = v,
+    }
+}
+
+/// Signal masks and pending sets of a thread, from /proc.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SigState {
+    pub pending: u64,
+    pub shared: u64,
+    pub blocked: u64,
+    pub ignored: u64,
+    pub caught: u64,
+}
+
+pub fn sig_state(tid: pid_t) -> Option<SigState> {
+    let s = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let mut st = SigState::default();
+    for line in s.lines() {
+        let (k, v) = line.split_once(':')?;
+        let v = u64::from_str_radix(v.trim(), 16).unwrap_or(0);
+        match k {
+            "SigPnd" => st.pending = v,
+            "ShdPnd" => st.shared = v,
+            "SigBlk" => st.blocked = v,
+            "SigIgn" => st.ignored = v,
+            "SigCgt" => {
+                st.caught = v;
+                break;
+            }
+            _ => {}
+        }
+    }
+    Some(st)
+}
+
+/// Signals whose default action is to do nothing.
+pub const DEFAULT_IGNORED: u64 = (1 << (libc::SIGCHLD - 1))
+    | (1 << (libc::SIGURG - 1))
+    | (1 << (libc::SIGWINCH - 1))
+    | (1 << (libc::SIGCONT - 1));
+
+impl SigState {
+    /// Pending signals that would interrupt a wait under mask `blocked`.
+    pub fn deliverable(&self, blocked: u64) -> u64 {
+        let pend = self.pending | self.shared;
+        let unblockable = (1u64 << (libc::SIGKILL - 1)) | (1u64 << (libc::SIGSTOP - 1));
+        let blocked = blocked & !unblockable;
+        pend & !blocked & !self.ignored & !(DEFAULT_IGNORED & !self.caught)
+    }
+}
