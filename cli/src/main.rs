@@ -158,6 +158,7 @@ fn run(cli: Cli) -> Result<i32> {
         namespaces: !cli.no_namespaces,
         watchdog_ms: cli.watchdog_ms.max(10),
         verbose: cli.verbose,
+        debug: std::env::var_os("DETRUN_DEBUG").is_some(),
     };
     let (code, summary) = Supervisor::new(cfg).run().context("running the guest")?;
     if cli.summary {

@@ -25,6 +25,8 @@ pub struct RunConfig {
     /// before the watchdog looks at it.
     pub watchdog_ms: u64,
     pub verbose: bool,
+    /// Trace every stop to stderr (DETRUN_DEBUG=1).
+    pub debug: bool,
 }
 
 impl Default for RunConfig {
@@ -45,6 +47,7 @@ impl Default for RunConfig {
             namespaces: true,
             watchdog_ms: 500,
             verbose: false,
+            debug: false,
         }
     }
 }

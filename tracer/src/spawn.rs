@@ -49,9 +49,10 @@ impl Spawned {
 
 struct Prepared {
     path: CString,
-    argv: Vec<CString>,
+    // Owners of the strings the pointer arrays point into.
+    _argv: Vec<CString>,
     argv_ptrs: Vec<*const libc::c_char>,
-    env: Vec<CString>,
+    _env: Vec<CString>,
     env_ptrs: Vec<*const libc::c_char>,
     filter: libc::sock_fprog,
     hostname: CString,
@@ -88,9 +89,9 @@ fn prepare(cfg: &RunConfig, bpf: &BpfProgram) -> io::Result<Prepared> {
     let err_msg = format!("detrun: cannot execute {}: ", cfg.program.display()).into_bytes();
     Ok(Prepared {
         path,
-        argv,
+        _argv: argv,
         argv_ptrs,
-        env,
+        _env: env,
         env_ptrs,
         filter,
         hostname: cstr(cfg.hostname.as_bytes())?,

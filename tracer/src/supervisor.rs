@@ -91,8 +91,6 @@ pub enum Post {
     /// wait4/waitid made non-blocking: `opts_arg` is the argument index of
     /// the options, `orig` their original value.
     Wait { opts_arg: usize, orig: u64, infop: u64 },
-    /// A write made non-blocking for one step of a continued write.
-    WriteNb { file: OwnedFd, orig_flags: i32 },
     /// A signal was sent: look for waiters it interrupts.
     Kill { sig: i32, target: i64 },
     /// A syscall replaced by getpid so that the thread reaches an exit stop.
@@ -102,9 +100,6 @@ pub enum Post {
 /// A write being continued across partial non-blocking steps.
 #[derive(Clone, Copy, Debug)]
 pub struct WriteCont {
-    pub fd: i32,
-    pub buf: u64,
-    pub count: u64,
     pub done: u64,
 }
 
@@ -168,14 +163,16 @@ fn install_handlers() {
     // without SA_RESTART so that waitpid returns EINTR.
     unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_forward as usize;
+        sa.sa_sigaction = on_forward as *const () as usize;
         sa.sa_flags = libc::SA_SIGINFO;
         for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2] {
             libc::sigaction(s, &sa, std::ptr::null_mut());
         }
         let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_alarm as usize;
+        sa.sa_sigaction = on_alarm as *const () as usize;
         libc::sigaction(libc::SIGALRM, &sa, std::ptr::null_mut());
+        // Writes done for the guest report EPIPE; the guest gets its SIGPIPE.
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
         let tv = libc::timeval { tv_sec: 0, tv_usec: 100_000 };
         let it = libc::itimerval { it_interval: tv, it_value: tv };
         libc::setitimer(libc::ITIMER_REAL, &it, std::ptr::null_mut());
@@ -215,6 +212,8 @@ pub struct Supervisor {
     kernel_retry: bool,
     /// False once arming CPUID faulting failed (the CPU lacks it).
     pub cpuid_faulting: bool,
+    /// Threads left blocking in the kernel (value unused).
+    in_kernel: BTreeMap<pid_t, bool>,
 }
 
 fn wifexited(s: i32) -> bool {
@@ -254,6 +253,7 @@ impl Supervisor {
             namespaces: false,
             kernel_retry: false,
             cpuid_faulting: true,
+            in_kernel: BTreeMap::new(),
         }
     }
 
@@ -420,11 +420,17 @@ impl Supervisor {
                 }
             }
         }
-        if kernel {
-            // Retry threads that were blocked in the kernel: their wake-up
-            // may come from outside.
-            self.kernel_retry = true;
-            self.check_io();
+        if kernel || !self.in_kernel.is_empty() {
+            // A thread blocked in the kernel will report when its call ends.
+            match sys::wait_any(0) {
+                Ok((tid, st)) => self.on_stop(tid, st),
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {
+                    if FORWARD_SIG.load(Ordering::SeqCst) != 0 {
+                        self.forward_signal();
+                    }
+                }
+                Err(_) => return false,
+            }
             return true;
         }
         if fds.is_empty() {
@@ -502,10 +508,12 @@ impl Supervisor {
                 }
                 Resume::Return(-(libc::EINTR as i64))
             }
-            (Park::Exit, WakeReason::Interrupted) => match t.wcont.take() {
-                Some(w) if w.done > 0 => self.finish_write(tid, w, w.done as i64),
-                _ => Resume::Interrupt(512), // ERESTARTSYS
-            },
+            (Park::Exit, WakeReason::Interrupted) => Resume::Interrupt(512), // ERESTARTSYS
+            (Park::Io, WakeReason::Interrupted) if t.wcont.is_some_and(|w| w.done > 0) => {
+                // A blocking write interrupted after progress returns the count.
+                let done = t.wcont.take().map_or(0, |w| w.done);
+                Resume::Return(done as i64)
+            }
             (Park::Exit, _) => Resume::Reissue,
             (Park::Io | Park::Poll | Park::Signal | Park::Retry, WakeReason::Interrupted) => {
                 // Let the real call see the pending signal, if it still is.
@@ -526,16 +534,6 @@ impl Supervisor {
             (Park::Vfork | Park::Kernel, _) => Resume::Cont(0),
         };
         Some(r)
-    }
-
-    pub fn finish_write(&mut self, tid: pid_t, w: WriteCont, result: i64) -> Resume {
-        if let Ok(mut r) = sys::get_regs(tid) {
-            r.rsi = w.buf;
-            r.rdx = w.count;
-            r.rax = result as u64;
-            let _ = sys::set_regs(tid, &r);
-        }
-        Resume::Cont(0)
     }
 
     pub fn apply_resume(&mut self, tid: pid_t, resume: Resume) {
@@ -604,6 +602,18 @@ impl Supervisor {
     /// Park the running thread. It is stopped at a seccomp stop (or at an
     /// exit stop when `park == Park::Exit`).
     pub fn park(&mut self, tid: pid_t, park: Park, wait: Wait, deadline: Option<u64>, nr: i64) {
+        // A wait with its own signal mask may unblock a signal that is
+        // already pending: then the real call returns at once.
+        if let Some(mask) = self.threads.get(&tid).and_then(|t| t.wait_mask) {
+            if sys::sig_state(tid).is_some_and(|s| s.deliverable(mask) != 0) {
+                if let Some(t) = self.threads.get_mut(&tid) {
+                    t.wait_mask = None;
+                    t.io.clear();
+                }
+                self.continue_running(tid);
+                return;
+            }
+        }
         if let Some(t) = self.threads.get_mut(&tid) {
             t.park = Some(park);
             t.parked_nr = nr;
@@ -634,7 +644,10 @@ impl Supervisor {
         for vt in parked {
             let tid = self.vt_tid[vt as usize];
             let Some(t) = self.threads.get(&tid) else { continue };
-            if matches!(t.park, Some(Park::Kernel | Park::Retry)) || (t.io.is_empty() && t.park == Some(Park::Exit)) {
+            if t.park == Some(Park::Kernel) {
+                continue;
+            }
+            if t.park == Some(Park::Retry) || (t.io.is_empty() && t.park == Some(Park::Exit)) {
                 if self.kernel_retry {
                     self.world.wake(vt, WakeReason::Woken);
                 }
@@ -763,6 +776,9 @@ impl Supervisor {
     }
 
     fn on_stop(&mut self, tid: pid_t, st: i32) {
+        if self.cfg.debug {
+            eprintln!("[detrun] stop tid={tid} status={st:#x} running={:?}", self.running);
+        }
         if libc::WIFEXITED(st) || libc::WIFSIGNALED(st) {
             self.on_death(tid, st);
             return;
@@ -783,6 +799,9 @@ impl Supervisor {
                 }
                 self.on_syscall(tid, false)
             }
+            (s, 0) if s == libc::SIGTRAP | 0x80 && self.in_kernel.contains_key(&tid) => {
+                self.kernel_syscall_stop(tid)
+            }
             (s, 0) if s == libc::SIGTRAP | 0x80 => {
                 if let Some(t) = self.threads.get_mut(&tid) {
                     t.at_exit = true;
@@ -800,6 +819,23 @@ impl Supervisor {
         }
     }
 
+    /// A syscall stop of a thread left blocking in the kernel: the entry of
+    /// the restarted call (let it block again) or its exit (it may run).
+    fn kernel_syscall_stop(&mut self, tid: pid_t) {
+        let entry = sys::syscall_op(tid) == Some(1);
+        if entry {
+            let _ = sys::syscall(tid, 0);
+            return;
+        }
+        self.in_kernel.remove(&tid);
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.park = None;
+            t.resume = Resume::Cont(0);
+            let vt = t.vt;
+            self.world.wake(vt, WakeReason::Woken);
+        }
+    }
+
     /// PTRACE_EVENT_STOP: a group-stop (ignored: job control is not
     /// virtualized) or our own PTRACE_INTERRUPT.
     fn on_event_stop(&mut self, tid: pid_t, sig: i32) {
@@ -814,7 +850,12 @@ impl Supervisor {
         // The watchdog interrupted the running thread.
         let state_kernel = crate::handlers::process::was_in_syscall(tid);
         if state_kernel {
-            self.park(tid, Park::Kernel, Wait::Io, None, -1);
+            // Let it wait in the kernel without the turn; it stops again at
+            // the exit of the restarted call.
+            let nr = sys::get_regs(tid).map(|r| r.orig_rax as i64).unwrap_or(-1);
+            self.park(tid, Park::Kernel, Wait::Io, None, nr);
+            self.in_kernel.insert(tid, false);
+            let _ = sys::syscall(tid, 0);
         } else {
             self.yield_running(tid, Resume::Cont(0));
         }
@@ -831,6 +872,13 @@ impl Supervisor {
         }
         if !redo {
             self.stats.count(regs.orig_rax as i64);
+            if let Some(t) = self.threads.get_mut(&tid) {
+                t.wcont = None;
+            }
+        }
+        if self.cfg.debug {
+            let n = crate::sysnames::name(regs.orig_rax as i64).unwrap_or("?");
+            eprintln!("[detrun]   {tid} {n}({:#x}, {:#x}, {:#x}) redo={redo}", regs.rdi, regs.rsi, regs.rdx);
         }
         crate::handlers::dispatch(self, tid, regs);
     }
@@ -912,6 +960,7 @@ impl Supervisor {
 
     fn on_death(&mut self, tid: pid_t, st: i32) {
         self.early.remove(&tid);
+        self.in_kernel.remove(&tid);
         let Some(t) = self.threads.remove(&tid) else { return };
         let p = t.proc;
         self.world.exit_thread(t.vt);

@@ -53,6 +53,13 @@ pub fn event_msg(pid: pid_t) -> io::Result<u64> {
     Ok(v as u64)
 }
 
+/// PTRACE_GET_SYSCALL_INFO's op: 1 entry, 2 exit, 3 seccomp.
+pub fn syscall_op(pid: pid_t) -> Option<u8> {
+    let mut buf = [0u8; 88];
+    ptrace(0x420e, pid, buf.len(), buf.as_mut_ptr() as usize).ok()?;
+    Some(buf[0])
+}
+
 pub fn get_regs(pid: pid_t) -> io::Result<Regs> {
     // SAFETY: user_regs_struct is plain data; zeroed is a valid value.
     let mut r: Regs = unsafe { std::mem::zeroed() };

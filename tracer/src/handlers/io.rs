@@ -8,7 +8,7 @@
 //! would be.
 
 use super::{Out, EFAULT, EINVAL};
-use crate::supervisor::{Park, Post, Supervisor, WriteCont};
+use crate::supervisor::{Park, Supervisor, WriteCont};
 use crate::sys::{self, Args, Regs};
 use detrun_scheduler::Wait;
 use libc::pid_t;
@@ -27,9 +27,9 @@ enum Probe {
     /// /dev/random or /dev/urandom.
     Random,
     /// Would not block now (or the description is O_NONBLOCK).
-    Ready(OwnedFd, u32),
+    Ready(OwnedFd),
     /// Would block.
-    Block(OwnedFd, u32),
+    Block(OwnedFd),
 }
 
 impl Supervisor {
@@ -75,9 +75,9 @@ fn probe(s: &Supervisor, tid: pid_t, fd: u64, events: i16) -> Probe {
         _ => {}
     }
     if ready(&f, events) || nonblocking(&f) {
-        Probe::Ready(f, mode)
+        Probe::Ready(f)
     } else {
-        Probe::Block(f, mode)
+        Probe::Block(f)
     }
 }
 
@@ -91,24 +91,24 @@ fn park_on(s: &mut Supervisor, tid: pid_t, fds: Vec<(OwnedFd, i16)>) -> Out {
 /// Readiness check for a call that reads (`events` = POLLIN) or writes.
 fn simple(s: &mut Supervisor, tid: pid_t, fd: u64, events: i16) -> Out {
     match probe(s, tid, fd, events) {
-        Probe::File | Probe::Random | Probe::Ready(..) => Out::Pass,
-        Probe::Block(f, _) => park_on(s, tid, vec![(f, events)]),
+        Probe::File | Probe::Random | Probe::Ready(_) => Out::Pass,
+        Probe::Block(f) => park_on(s, tid, vec![(f, events)]),
     }
 }
 
-pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
+pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, _regs: Regs) -> Out {
     use crate::handlers::nr::*;
     let x = a.a;
     match a.nr {
         SYS_read => match probe(s, tid, x[0], POLLIN) {
             Probe::Random => Out::Ret(super::misc::fill_random(s, tid, x[1], x[2] as usize)),
-            Probe::File | Probe::Ready(..) => Out::Pass,
-            Probe::Block(f, _) => park_on(s, tid, vec![(f, POLLIN)]),
+            Probe::File | Probe::Ready(_) => Out::Pass,
+            Probe::Block(f) => park_on(s, tid, vec![(f, POLLIN)]),
         },
         SYS_readv => match probe(s, tid, x[0], POLLIN) {
             Probe::Random => Out::Ret(readv_random(s, tid, x[1], x[2])),
-            Probe::File | Probe::Ready(..) => Out::Pass,
-            Probe::Block(f, _) => park_on(s, tid, vec![(f, POLLIN)]),
+            Probe::File | Probe::Ready(_) => Out::Pass,
+            Probe::Block(f) => park_on(s, tid, vec![(f, POLLIN)]),
         },
         SYS_recvfrom | SYS_recvmsg | SYS_recvmmsg => {
             let flags = if a.nr == SYS_recvfrom { x[3] } else { x[2] };
@@ -118,14 +118,11 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
             simple(s, tid, x[0], POLLIN)
         }
         SYS_accept | SYS_accept4 => simple(s, tid, x[0], POLLIN),
-        SYS_write | SYS_sendto => {
-            if a.nr == SYS_sendto && x[3] & MSG_DONTWAIT as u64 != 0 {
-                return Out::Pass;
-            }
-            write(s, tid, a, regs)
-        }
-        SYS_writev | SYS_sendmsg | SYS_sendmmsg => {
-            if a.nr == SYS_sendmsg && x[2] & MSG_DONTWAIT as u64 != 0 {
+        SYS_write | SYS_writev => write(s, tid, a),
+        SYS_sendto if x[3] & MSG_DONTWAIT as u64 == 0 && x[4] == 0 => write(s, tid, a),
+        SYS_sendto | SYS_sendmsg | SYS_sendmmsg => {
+            let flags = if a.nr == SYS_sendto { x[3] } else { x[2] };
+            if flags & MSG_DONTWAIT as u64 != 0 {
                 return Out::Pass;
             }
             simple(s, tid, x[0], POLLOUT)
@@ -141,7 +138,7 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
             let mut wait = Vec::new();
             for (fd, ev) in [(inp, POLLIN), (out, POLLOUT)] {
                 if let Some(fd) = fd {
-                    if let Probe::Block(f, _) = probe(s, tid, fd, ev) {
+                    if let Probe::Block(f) = probe(s, tid, fd, ev) {
                         wait.push((f, ev));
                     }
                 }
@@ -235,77 +232,137 @@ fn readv_random(s: &mut Supervisor, tid: pid_t, iov: u64, cnt: u64) -> i64 {
     total
 }
 
-fn write(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
-    let (fd, buf, count) = (a.a[0] as i32, a.a[1], a.a[2]);
-    let cont = s.threads.get(&tid).and_then(|t| t.wcont).filter(|w| {
-        w.fd == fd && w.buf + w.done == buf && w.count - w.done == count
-    });
-    let (f, cont) = match cont {
+/// The (base, len) segments of a write or writev, skipping `skip` bytes.
+fn segments(tid: pid_t, nr: i64, a: &[u64; 6], skip: u64) -> Result<Vec<(u64, u64)>, i64> {
+    let mut segs = Vec::new();
+    if nr == libc::SYS_writev {
+        if a[2] > 1024 {
+            return Err(EINVAL);
+        }
+        let mut raw = vec![0u8; a[2] as usize * 16];
+        sys::read_mem(tid, a[1], &mut raw).map_err(|_| EFAULT)?;
+        for c in raw.chunks_exact(16) {
+            let base = u64::from_ne_bytes(c[..8].try_into().unwrap_or([0; 8]));
+            let len = u64::from_ne_bytes(c[8..].try_into().unwrap_or([0; 8]));
+            segs.push((base, len));
+        }
+    } else {
+        segs.push((a[1], a[2]));
+    }
+    let mut skip = skip;
+    let mut out = Vec::with_capacity(segs.len());
+    for (b, l) in segs {
+        if skip >= l {
+            skip -= l;
+            continue;
+        }
+        out.push((b + skip, l - skip));
+        skip = 0;
+    }
+    Ok(out)
+}
+
+/// A write, writev or sendto (without address) that could block: the
+/// supervisor writes the guest's bytes itself, without blocking, through its
+/// duplicate of the descriptor, parking the guest while the pipe or socket
+/// is full. The guest sees one call that wrote everything, as a blocking
+/// write would.
+fn write(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
+    let fd = a.a[0] as i32;
+    let total = if a.nr == libc::SYS_writev {
+        match segments(tid, a.nr, &a.a, 0) {
+            Ok(v) => v.iter().map(|x| x.1).sum(),
+            Err(e) => return Out::Ret(e),
+        }
+    } else {
+        a.a[2]
+    };
+    let cont = s.threads.get(&tid).and_then(|t| t.wcont);
+    let (f, mut w) = match cont {
         Some(w) => match s.steal(tid, fd) {
             Some(f) => (f, w),
             None => return Out::Pass,
         },
-        None => {
-            if let Some(t) = s.threads.get_mut(&tid) {
-                t.wcont = None;
-            }
-            match probe(s, tid, fd as u64, POLLOUT) {
-                Probe::File | Probe::Random => return Out::Pass,
-                Probe::Ready(f, _) if count <= ATOMIC_WRITE || nonblocking(&f) => return Out::Pass,
-                Probe::Ready(f, _) | Probe::Block(f, _) => (f, WriteCont { fd, buf, count, done: 0 }),
-            }
-        }
+        None => match probe(s, tid, fd as u64, POLLOUT) {
+            Probe::File | Probe::Random => return Out::Pass,
+            Probe::Ready(f) if total <= ATOMIC_WRITE || nonblocking(&f) => return Out::Pass,
+            Probe::Ready(f) | Probe::Block(f) => (f, WriteCont { done: 0 }),
+        },
     };
-    if let Some(t) = s.threads.get_mut(&tid) {
-        t.wcont = Some(cont);
+    let is_sock = mode_of(&f).is_some_and(|m| m.0 == libc::S_IFSOCK);
+    let nosig = a.nr == libc::SYS_sendto && a.a[3] & libc::MSG_NOSIGNAL as u64 != 0;
+    let mut buf = vec![0u8; 65536.min(total as usize).max(1)];
+    while w.done < total {
+        let segs = match segments(tid, a.nr, &a.a, w.done) {
+            Ok(v) => v,
+            Err(e) => return finish(s, tid, w, e),
+        };
+        // Gather up to one buffer of the remaining bytes.
+        let mut n = 0usize;
+        for (b, l) in segs {
+            let take = (l as usize).min(buf.len() - n);
+            if take == 0 {
+                break;
+            }
+            if sys::read_mem(tid, b, &mut buf[n..n + take]).is_err() {
+                if n == 0 {
+                    return finish(s, tid, w, EFAULT);
+                }
+                break;
+            }
+            n += take;
+        }
+        let r = nb_write(&f, &buf[..n], is_sock);
+        if r > 0 {
+            w.done += r as u64;
+            continue;
+        }
+        if r == -(libc::EAGAIN as i64) {
+            if let Some(t) = s.threads.get_mut(&tid) {
+                t.wcont = Some(w);
+            }
+            return park_on(s, tid, vec![(f, POLLOUT)]);
+        }
+        if r == -(libc::EPIPE as i64) && !nosig {
+            let tgid = s.threads.get(&tid).map(|t| s.procs[t.proc as usize].tgid).unwrap_or(tid);
+            let _ = sys::tgkill(tgid, tid, libc::SIGPIPE);
+        }
+        return finish(s, tid, w, r);
     }
-    if !ready(&f, POLLOUT) {
-        return park_on(s, tid, vec![(f, POLLOUT)]);
-    }
-    // SAFETY: F_GETFL/F_SETFL on an owned descriptor.
-    let fl = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) };
-    if fl < 0 {
-        return Out::Pass;
-    }
-    unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK) };
-    Out::Exit(regs, Post::WriteNb { file: f, orig_flags: fl })
+    finish(s, tid, w, 0)
 }
 
-/// Exit stop of one non-blocking step of a write.
-pub fn write_exit(s: &mut Supervisor, tid: pid_t, mut regs: Regs, file: OwnedFd, orig_flags: i32) {
-    // SAFETY: restoring the description's flags.
-    unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, orig_flags) };
-    let r = regs.rax as i64;
-    let Some(mut w) = s.threads.get(&tid).and_then(|t| t.wcont) else {
-        s.continue_running(tid);
-        return;
-    };
-    if r > 0 {
-        w.done += r as u64;
-    }
-    let eagain = r == -(libc::EAGAIN as i64);
-    if w.done >= w.count || (r < 0 && !eagain) || r == 0 {
-        let result = if w.done > 0 { w.done as i64 } else { r };
-        if let Some(t) = s.threads.get_mut(&tid) {
-            t.wcont = None;
-        }
-        regs.rsi = w.buf;
-        regs.rdx = w.count;
-        regs.rax = result as u64;
-        let _ = sys::set_regs(tid, &regs);
-        s.continue_running(tid);
-        return;
-    }
-    // Partial: wait for room, then reissue the rest.
-    let mut saved = regs;
-    saved.rsi = w.buf + w.done;
-    saved.rdx = w.count - w.done;
+fn finish(s: &mut Supervisor, tid: pid_t, w: WriteCont, err: i64) -> Out {
     if let Some(t) = s.threads.get_mut(&tid) {
-        t.wcont = Some(w);
-        t.saved = Some(saved);
-        t.io = vec![(file, POLLOUT)];
+        t.wcont = None;
     }
-    s.park(tid, Park::Exit, Wait::Io, None, regs.orig_rax as i64);
+    Out::Ret(if w.done > 0 || err == 0 { w.done as i64 } else { err })
+}
+
+/// One non-blocking write through the supervisor's duplicate.
+fn nb_write(f: &OwnedFd, data: &[u8], sock: bool) -> i64 {
+    let fd = f.as_raw_fd();
+    // SAFETY: writes from a local buffer to an owned descriptor; the
+    // description's O_NONBLOCK is set only for this call (every tracee
+    // sharing it is stopped).
+    unsafe {
+        let r = if sock {
+            libc::send(fd, data.as_ptr().cast(), data.len(), libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
+        } else {
+            let fl = libc::fcntl(fd, libc::F_GETFL);
+            libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK);
+            let r = libc::write(fd, data.as_ptr().cast(), data.len());
+            let e = *libc::__errno_location();
+            libc::fcntl(fd, libc::F_SETFL, fl);
+            *libc::__errno_location() = e;
+            r
+        };
+        if r < 0 {
+            -(*libc::__errno_location() as i64)
+        } else {
+            r as i64
+        }
+    }
 }
 
 fn deadline_ms(s: &Supervisor, ms: i64) -> Option<u64> {

@@ -247,7 +247,6 @@ pub fn on_syscall_exit(s: &mut Supervisor, tid: pid_t) {
     match post {
         Post::None => s.continue_running(tid),
         Post::Wait { opts_arg, orig, infop } => process::wait_exit(s, tid, regs, opts_arg, orig, infop),
-        Post::WriteNb { file, orig_flags } => io::write_exit(s, tid, regs, file, orig_flags),
         Post::Kill { sig, target } => signal::kill_exit(s, tid, sig, target),
         Post::ToExit => s.continue_running(tid),
     }
