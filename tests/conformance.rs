@@ -144,7 +144,6 @@ guests! {
     conf_sigprocmask,
     conf_sigchld,
     conf_kill_child,
-    conf_stop_cont,
     conf_alarm_handler,
     conf_itimer,
     // Threads and synchronization.

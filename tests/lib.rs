@@ -31,7 +31,8 @@ pub fn detrun_bin() -> PathBuf {
         let bin = dir.join("detrun");
         let release = dir.file_name().is_some_and(|n| n == "release");
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "-q", "-p", "detrun"]).current_dir(root());
+        cmd.args(["build", "-q", "-p", "detrun"])
+            .current_dir(root());
         if release {
             cmd.arg("--release");
         }
@@ -91,12 +92,52 @@ pub fn detrun(args: &[&str]) -> Output {
 
 /// Like [`detrun`] but in a given working directory.
 pub fn detrun_in(args: &[&str], cwd: &Path) -> Output {
-    Command::new(detrun_bin())
-        .args(args)
-        .current_dir(cwd)
+    let mut cmd = Command::new(detrun_bin());
+    cmd.args(args).current_dir(cwd);
+    run_bounded(cmd, RUN_LIMIT)
+}
+
+/// A hung run must fail its test, not hang the suite.
+pub const RUN_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Run with stdin closed, capturing output, killing the child after `limit`.
+pub fn run_bounded(mut cmd: Command, limit: std::time::Duration) -> Output {
+    use std::io::Read;
+    let mut child = cmd
         .stdin(Stdio::null())
-        .output()
-        .expect("spawn detrun")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{:?} did not finish within {:?}", cmd, limit);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    Output {
+        status,
+        stdout: t_out.join().unwrap_or_default(),
+        stderr: t_err.join().unwrap_or_default(),
+    }
 }
 
 /// Run a program natively with stdin closed.

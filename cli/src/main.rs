@@ -70,10 +70,12 @@ struct Cli {
     cpu: Option<usize>,
 
     /// Do not pin to one CPU (slower: ptrace stops across CPUs cost ~20x).
+    /// Example: --no-pin
     #[arg(long)]
     no_pin: bool,
 
     /// Do not use PID/UTS/mount namespaces (PIDs become a reported hazard).
+    /// Example: --no-namespaces
     #[arg(long)]
     no_namespaces: bool,
 
@@ -83,6 +85,7 @@ struct Cli {
     strict: bool,
 
     /// Print the run summary (syscalls, virtual time, hazards) to stderr.
+    /// Example: --summary
     #[arg(long)]
     summary: bool,
 
@@ -96,11 +99,17 @@ struct Cli {
     watchdog_ms: u64,
 
     /// Warn on stderr about each syscall that is passed through unvirtualized.
+    /// Example: -v
     #[arg(long, short)]
     verbose: bool,
 
     /// The program and its arguments. Example: -- ./server --port 8080
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROGRAM")]
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM"
+    )]
     command: Vec<OsString>,
 }
 
@@ -120,7 +129,8 @@ fn resolve(prog: &OsString) -> std::result::Result<PathBuf, (i32, String)> {
         Some(Ok(c.to_path_buf()))
     };
     if prog.to_string_lossy().contains('/') {
-        return check(p).unwrap_or_else(|| Err((127, format!("detrun: {name}: no such file or directory"))));
+        return check(p)
+            .unwrap_or_else(|| Err((127, format!("detrun: {name}: no such file or directory"))));
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
     let mut denied = None;
@@ -159,6 +169,7 @@ fn run(cli: Cli) -> Result<i32> {
         watchdog_ms: cli.watchdog_ms.max(10),
         verbose: cli.verbose,
         debug: std::env::var_os("DETRUN_DEBUG").is_some(),
+        files_dir: None,
     };
     let (code, summary) = Supervisor::new(cfg).run().context("running the guest")?;
     if cli.summary {

@@ -25,7 +25,7 @@ impl ClockId {
         Some(match id {
             0 | 5 | 11 => ClockId::Realtime, // REALTIME, _COARSE, TAI
             1 | 4 | 6 => ClockId::Monotonic, // MONOTONIC, _RAW, _COARSE
-            7 | 8 | 9 => ClockId::Boottime,  // BOOTTIME, REALTIME_ALARM, BOOTTIME_ALARM
+            7..=9 => ClockId::Boottime,      // BOOTTIME, REALTIME_ALARM, BOOTTIME_ALARM
             2 => ClockId::ProcessCpu,
             3 => ClockId::ThreadCpu,
             x if x < 0 => {

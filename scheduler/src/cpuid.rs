@@ -36,14 +36,50 @@ impl CpuidTable {
         let vendor = b"GenuineIntel";
         l.insert(
             (0, 0),
-            [0xd, s4(&vendor[0..4]), s4(&vendor[8..12]), s4(&vendor[4..8])],
+            [
+                0xd,
+                s4(&vendor[0..4]),
+                s4(&vendor[8..12]),
+                s4(&vendor[4..8]),
+            ],
         );
-        let ecx1 = (1 << 0) | (1 << 1) | (1 << 9) | (1 << 12) | (1 << 13) | (1 << 19) | (1 << 20)
-            | (1 << 22) | (1 << 23) | (1 << 25) | (1 << 26) | OSXSAVE_ECX_BIT | (1 << 28) | (1 << 29);
-        let edx1 = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6)
-            | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 11) | (1 << 12) | (1 << 13) | (1 << 14)
-            | (1 << 15) | (1 << 16) | (1 << 17) | (1 << 19) | (1 << 23) | (1 << 24) | (1 << 25)
-            | (1 << 26) | (1 << 27);
+        let ecx1 = (1 << 0)
+            | (1 << 1)
+            | (1 << 9)
+            | (1 << 12)
+            | (1 << 13)
+            | (1 << 19)
+            | (1 << 20)
+            | (1 << 22)
+            | (1 << 23)
+            | (1 << 25)
+            | (1 << 26)
+            | OSXSAVE_ECX_BIT
+            | (1 << 28)
+            | (1 << 29);
+        let edx1 = (1 << 0)
+            | (1 << 1)
+            | (1 << 2)
+            | (1 << 3)
+            | (1 << 4)
+            | (1 << 5)
+            | (1 << 6)
+            | (1 << 7)
+            | (1 << 8)
+            | (1 << 9)
+            | (1 << 11)
+            | (1 << 12)
+            | (1 << 13)
+            | (1 << 14)
+            | (1 << 15)
+            | (1 << 16)
+            | (1 << 17)
+            | (1 << 19)
+            | (1 << 23)
+            | (1 << 24)
+            | (1 << 25)
+            | (1 << 26)
+            | (1 << 27);
         // Family 6, model 0x9E, stepping 10; CLFLUSH line 64 bytes.
         l.insert((1, 0), [0x0009_06EA, 0x0001_0800, ecx1, edx1]);
         l.insert((2, 0), [0x00FE_FF01, 0, 0, 0]);
@@ -51,18 +87,29 @@ impl CpuidTable {
         l.insert((4, 0), [0x121, 0x01C0_003F, 63, 0]);
         l.insert((4, 1), [0x122, 0x01C0_003F, 63, 0]);
         l.insert((4, 2), [0x143, 0x03C0_003F, 1023, 0]);
-        l.insert((4, 3), [0x163 | ((ncpus.max(1) - 1) << 14), 0x03C0_003F, 32767, 0]);
+        l.insert(
+            (4, 3),
+            [0x163 | ((ncpus.max(1) - 1) << 14), 0x03C0_003F, 32767, 0],
+        );
         // BMI1, AVX2, BMI2, ERMS, ADX, CLFLUSHOPT. No RDSEED.
         let ebx7 = (1 << 3) | (1 << 5) | (1 << 8) | (1 << 9) | (1 << 19) | (1 << 23);
         l.insert((7, 0), [0, ebx7, 0, 0]);
         // Topology: one thread per core, ncpus cores.
         l.insert((0xb, 0), [0, 1, 0x100, 0]);
-        l.insert((0xb, 1), [32 - ncpus.max(1).leading_zeros(), ncpus, 0x201, 0]);
+        l.insert(
+            (0xb, 1),
+            [32 - ncpus.max(1).leading_zeros(), ncpus, 0x201, 0],
+        );
         l.insert((0x8000_0000, 0), [0x8000_0008, 0, 0, 0]);
         // LAHF, LZCNT, PREFETCHW; SYSCALL, NX, 1G pages, RDTSCP, LM.
         l.insert(
             (0x8000_0001, 0),
-            [0, 0, 1 | (1 << 5) | (1 << 8), (1 << 11) | (1 << 20) | (1 << 26) | (1 << 27) | (1 << 29)],
+            [
+                0,
+                0,
+                1 | (1 << 5) | (1 << 8),
+                (1 << 11) | (1 << 20) | (1 << 26) | (1 << 27) | (1 << 29),
+            ],
         );
         let mut brand = [0u8; 48];
         let name = b"detrun virtual CPU @ 2.00GHz";
@@ -96,7 +143,11 @@ impl CpuidTable {
             if let Some(r) = self.leaves.get_mut(&(leaf, sub)) {
                 let names = ["eax", "ebx", "ecx", "edx"];
                 // leaf 1 eax is the signature, not features.
-                let first = if leaf == 1 || leaf == 0x8000_0001 { 2 } else { 1 };
+                let first = if leaf == 1 || leaf == 0x8000_0001 {
+                    2
+                } else {
+                    1
+                };
                 for i in first..4 {
                     let missing = r[i] & !h[i];
                     if missing != 0 {

@@ -28,7 +28,10 @@ pub struct FutexKey {
 /// What a parked thread waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wait {
-    Futex { key: FutexKey, bitset: u32 },
+    Futex {
+        key: FutexKey,
+        bitset: u32,
+    },
     /// nanosleep and friends: only the deadline wakes it.
     Sleep,
     /// fd readiness, checked by the tracer.
@@ -353,12 +356,12 @@ impl World {
                 if let Some(d) = tm.deadline {
                     if d <= now {
                         fired.push((d, pi as ProcId, *id));
-                        if tm.interval > 0 {
-                            let missed = (now - d) / tm.interval;
-                            tm.overrun = missed;
-                            tm.deadline = Some(d + (missed + 1) * tm.interval);
-                        } else {
-                            tm.deadline = None;
+                        match (now - d).checked_div(tm.interval) {
+                            Some(missed) => {
+                                tm.overrun = missed;
+                                tm.deadline = Some(d + (missed + 1) * tm.interval);
+                            }
+                            None => tm.deadline = None,
                         }
                     }
                 }
@@ -513,7 +516,13 @@ impl World {
 
     /// Wake `nwake` waiters of `from` and move up to `nmove` others to `to`.
     /// Returns (woken, moved).
-    pub fn futex_requeue(&mut self, from: FutexKey, to: FutexKey, nwake: u32, nmove: u32) -> (u32, u32) {
+    pub fn futex_requeue(
+        &mut self,
+        from: FutexKey,
+        to: FutexKey,
+        nwake: u32,
+        nmove: u32,
+    ) -> (u32, u32) {
         let woken = self.futex_wake(from, nwake, u32::MAX);
         let mut moved = 0;
         if from == to {
@@ -546,7 +555,14 @@ impl World {
 
     /// Set (or with `value == 0` disarm) timer `id` of `p`. Returns the old
     /// (remaining, interval) in ns.
-    pub fn set_timer(&mut self, p: ProcId, id: i32, spec: TimerSpec, value: u64, interval: u64) -> (u64, u64) {
+    pub fn set_timer(
+        &mut self,
+        p: ProcId,
+        id: i32,
+        spec: TimerSpec,
+        value: u64,
+        interval: u64,
+    ) -> (u64, u64) {
         let now = self.clock.monotonic();
         let old = self.get_timer(p, id);
         let tm = self.procs[p as usize].timers.entry(id).or_insert(Timer {
@@ -556,7 +572,11 @@ impl World {
             overrun: 0,
         });
         tm.spec = spec;
-        tm.deadline = if value == 0 { None } else { Some(now.saturating_add(value)) };
+        tm.deadline = if value == 0 {
+            None
+        } else {
+            Some(now.saturating_add(value))
+        };
         tm.interval = interval;
         self.recompute_deadline();
         old
@@ -602,7 +622,10 @@ impl World {
     }
 
     pub fn timer_overrun(&self, p: ProcId, id: i32) -> u64 {
-        self.procs[p as usize].timers.get(&id).map_or(0, |t| t.overrun)
+        self.procs[p as usize]
+            .timers
+            .get(&id)
+            .map_or(0, |t| t.overrun)
     }
 
     // ---- the turn ----
@@ -656,7 +679,7 @@ impl World {
 
     /// Decide who runs next. The caller has already given up the turn of the
     /// previous thread (blocked it, yielded it, or it died).
-    pub fn next(&mut self) -> Next {
+    pub fn next_turn(&mut self) -> Next {
         debug_assert!(self.current.is_none());
         loop {
             if let Some(t) = self.pick() {
@@ -707,7 +730,9 @@ mod tests {
         let c = w.add_thread(p);
         let mut order = Vec::new();
         for _ in 0..6 {
-            let Next::Run(t) = w.next() else { panic!() };
+            let Next::Run(t) = w.next_turn() else {
+                panic!()
+            };
             order.push(t);
             w.yield_turn(t);
         }
@@ -719,7 +744,7 @@ mod tests {
         let mut w = world(Policy::RoundRobin);
         let p = w.add_process();
         let a = w.add_thread(p);
-        assert_eq!(w.next(), Next::Run(a));
+        assert_eq!(w.next_turn(), Next::Run(a));
         assert!(!w.tick(a));
         assert!(!w.tick(a));
         assert!(w.tick(a));
@@ -731,14 +756,20 @@ mod tests {
         let p = w.add_process();
         let a = w.add_thread(p);
         let b = w.add_thread(p);
-        let key = FutexKey { space: 0, addr: 0x1000 };
+        let key = FutexKey {
+            space: 0,
+            addr: 0x1000,
+        };
         w.block(a, Wait::Futex { key, bitset: 1 }, None);
         w.block(b, Wait::Futex { key, bitset: 2 }, None);
         assert_eq!(w.futex_wake(key, 10, 2), 1);
         assert!(w.is_runnable(b));
         assert!(!w.is_runnable(a));
         assert_eq!(w.take_wake(b), Some(WakeReason::Woken));
-        let key2 = FutexKey { space: 0, addr: 0x2000 };
+        let key2 = FutexKey {
+            space: 0,
+            addr: 0x2000,
+        };
         assert_eq!(w.futex_requeue(key, key2, 0, 1), (0, 1));
         assert_eq!(w.futex_waiters(key2), 1);
         assert_eq!(w.futex_wake(key2, 1, u32::MAX), 1);
@@ -752,7 +783,7 @@ mod tests {
         let a = w.add_thread(p);
         let t0 = w.clock.monotonic();
         w.block(a, Wait::Sleep, Some(t0 + 60 * crate::clock::NS));
-        assert_eq!(w.next(), Next::Run(a));
+        assert_eq!(w.next_turn(), Next::Run(a));
         assert_eq!(w.clock.monotonic(), t0 + 60 * crate::clock::NS);
         assert_eq!(w.take_wake(a), Some(WakeReason::Timeout));
     }
@@ -762,11 +793,16 @@ mod tests {
         let mut w = world(Policy::RoundRobin);
         let p = w.add_process();
         let a = w.add_thread(p);
-        let spec = TimerSpec { signal: 14, target: SigTarget::Process, value: 0, realtime: false };
+        let spec = TimerSpec {
+            signal: 14,
+            target: SigTarget::Process,
+            value: 0,
+            realtime: false,
+        };
         w.set_timer(p, ITIMER_REAL_ID, spec, 100, 100);
         w.block(a, Wait::Signal, None);
         for _ in 0..3 {
-            match w.next() {
+            match w.next_turn() {
                 Next::Deliver(d) => assert_eq!(d[0].spec.signal, 14),
                 other => panic!("{other:?}"),
             }
@@ -779,8 +815,8 @@ mod tests {
         let p = w.add_process();
         let a = w.add_thread(p);
         w.block(a, Wait::Io, None);
-        assert_eq!(w.next(), Next::Idle);
+        assert_eq!(w.next_turn(), Next::Idle);
         w.exit_thread(a);
-        assert_eq!(w.next(), Next::Done);
+        assert_eq!(w.next_turn(), Next::Done);
     }
 }

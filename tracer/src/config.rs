@@ -25,6 +25,9 @@ pub struct RunConfig {
     /// before the watchdog looks at it.
     pub watchdog_ms: u64,
     pub verbose: bool,
+    /// Directory holding the generated files bind-mounted over /sys and
+    /// /proc entries (see `vfiles`).
+    pub files_dir: Option<PathBuf>,
     /// Trace every stop to stderr (DETRUN_DEBUG=1).
     pub debug: bool,
 }
@@ -48,6 +51,7 @@ impl Default for RunConfig {
             watchdog_ms: 500,
             verbose: false,
             debug: false,
+            files_dir: None,
         }
     }
 }

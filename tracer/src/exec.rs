@@ -69,7 +69,9 @@ fn finish_syscall(tid: pid_t) -> std::io::Result<()> {
     sys::syscall(tid, 0)?;
     loop {
         match sys::wait_pid(tid, 0) {
-            Ok((_, st)) if libc::WIFSTOPPED(st) && libc::WSTOPSIG(st) == libc::SIGTRAP | 0x80 => return Ok(()),
+            Ok((_, st)) if libc::WIFSTOPPED(st) && libc::WSTOPSIG(st) == libc::SIGTRAP | 0x80 => {
+                return Ok(())
+            }
             Ok((_, st)) if libc::WIFSTOPPED(st) => {
                 // Anything else (a signal): try again.
                 sys::syscall(tid, 0)?;
@@ -85,9 +87,11 @@ fn finish_syscall(tid: pid_t) -> std::io::Result<()> {
 fn fix_auxv(s: &mut Supervisor, tid: pid_t, p: detrun_scheduler::ProcId) {
     let Ok(regs) = sys::get_regs(tid) else { return };
     let mut a = regs.rsp;
-    let Ok(argc) = sys::read_u64(tid, a) else { return };
+    let Ok(argc) = sys::read_u64(tid, a) else {
+        return;
+    };
     a += 8 * (argc + 2); // argc, argv..., NULL
-    // envp until NULL
+                         // envp until NULL
     for _ in 0..1_000_000 {
         match sys::read_u64(tid, a) {
             Ok(0) => break,
@@ -125,7 +129,9 @@ fn find_syscall_insn(tid: pid_t, base: u64) -> Option<u64> {
     if sys::read_mem(tid, base + 4096, &mut img[4096..]).is_err() {
         img.truncate(4096);
     }
-    img.windows(2).position(|w| w == [0x0f, 0x05]).map(|o| base + o as u64)
+    img.windows(2)
+        .position(|w| w == [0x0f, 0x05])
+        .map(|o| base + o as u64)
 }
 
 /// Inject `arch_prctl(ARCH_SET_CPUID, 0)` at a syscall-exit stop.
@@ -134,10 +140,15 @@ fn rearm_cpuid(s: &mut Supervisor, tid: pid_t) {
         return;
     }
     let Some(insn) = s.vdso_syscall else {
-        s.stats.hazard("cpuid", "no syscall instruction found to re-arm CPUID faulting");
+        s.stats.hazard(
+            "cpuid",
+            "no syscall instruction found to re-arm CPUID faulting",
+        );
         return;
     };
-    let Ok(saved) = sys::get_regs(tid) else { return };
+    let Ok(saved) = sys::get_regs(tid) else {
+        return;
+    };
     let mut r = saved;
     r.rip = insn;
     r.rax = libc::SYS_arch_prctl as u64;

@@ -57,10 +57,13 @@ struct Prepared {
     filter: libc::sock_fprog,
     hostname: CString,
     err_msg: Vec<u8>,
+    /// (source file, target) pairs bind-mounted read-only over the host's.
+    binds: Vec<(CString, CString)>,
 }
 
 fn cstr(b: &[u8]) -> io::Result<CString> {
-    CString::new(b).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "argument contains NUL"))
+    CString::new(b)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "argument contains NUL"))
 }
 
 fn prepare(cfg: &RunConfig, bpf: &BpfProgram) -> io::Result<Prepared> {
@@ -87,6 +90,15 @@ fn prepare(cfg: &RunConfig, bpf: &BpfProgram) -> io::Result<Prepared> {
         filter: bpf.as_ptr() as *mut libc::sock_filter,
     };
     let err_msg = format!("detrun: cannot execute {}: ", cfg.program.display()).into_bytes();
+    let mut binds = Vec::new();
+    if let Some(dir) = &cfg.files_dir {
+        for (name, target) in crate::vfiles::FILES {
+            let src = dir.join(name);
+            if src.exists() && std::path::Path::new(target).exists() {
+                binds.push((cstr(src.as_os_str().as_bytes())?, cstr(target.as_bytes())?));
+            }
+        }
+    }
     Ok(Prepared {
         path,
         _argv: argv,
@@ -96,6 +108,7 @@ fn prepare(cfg: &RunConfig, bpf: &BpfProgram) -> io::Result<Prepared> {
         filter,
         hostname: cstr(cfg.hostname.as_bytes())?,
         err_msg,
+        binds,
     })
 }
 
@@ -150,24 +163,33 @@ unsafe fn reaper_main(p: &Prepared, go_r: i32, go_w: i32) -> ! {
     if libc::getppid() == 1 {
         libc::_exit(125); // detrun already gone
     }
-    libc::sethostname(p.hostname.as_ptr(), libc::strlen(p.hostname.as_ptr()));
-    libc::setdomainname(b"(none)\0".as_ptr().cast(), 6);
+    libc::sethostname(p.hostname.as_ptr(), p.hostname.count_bytes());
+    libc::setdomainname(c"(none)".as_ptr(), 6);
     // Private mounts, then a /proc that shows this namespace's PIDs.
     if libc::mount(
         std::ptr::null(),
-        b"/\0".as_ptr().cast(),
+        c"/".as_ptr(),
         std::ptr::null(),
         libc::MS_REC | libc::MS_PRIVATE,
         std::ptr::null(),
     ) == 0
     {
         libc::mount(
-            b"proc\0".as_ptr().cast(),
-            b"/proc\0".as_ptr().cast(),
-            b"proc\0".as_ptr().cast(),
+            c"proc".as_ptr(),
+            c"/proc".as_ptr(),
+            c"proc".as_ptr(),
             libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
             std::ptr::null(),
         );
+        for (src, dst) in &p.binds {
+            libc::mount(
+                src.as_ptr(),
+                dst.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND,
+                std::ptr::null(),
+            );
+        }
     }
     let g = libc::fork();
     if g == 0 {
@@ -254,7 +276,11 @@ fn find_child(reaper: pid_t) -> io::Result<pid_t> {
         if unsafe { libc::waitpid(reaper, &mut st, libc::WNOHANG) } == reaper {
             return Err(io::Error::other("the namespace reaper exited early"));
         }
-        std::thread::sleep(std::time::Duration::from_micros(if i < 100 { 20 } else { 500 }));
+        std::thread::sleep(std::time::Duration::from_micros(if i < 100 {
+            20
+        } else {
+            500
+        }));
     }
     Err(io::Error::other("the guest process did not appear"))
 }

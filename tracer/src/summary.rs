@@ -81,7 +81,9 @@ impl Stats {
 
     /// Record a portability note (same on every run here, may differ elsewhere).
     pub fn note(&mut self, kind: &str, text: &str) {
-        self.notes.entry(kind.to_string()).or_insert_with(|| text.to_string());
+        self.notes
+            .entry(kind.to_string())
+            .or_insert_with(|| text.to_string());
     }
 
     pub fn has_hazards(&self) -> bool {
@@ -117,7 +119,11 @@ impl Stats {
                     count: c,
                 })
                 .collect(),
-            notes: self.notes.iter().map(|(k, v)| format!("{k}: {v}")).collect(),
+            notes: self
+                .notes
+                .iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect(),
             ..Summary::default()
         }
     }
@@ -137,7 +143,11 @@ impl Summary {
             (self.virtual_ns % 1_000_000_000) / 1000,
             self.wall_ms
         );
-        let _ = writeln!(s, "  threads / processes {} / {}", self.threads, self.processes);
+        let _ = writeln!(
+            s,
+            "  threads / processes {} / {}",
+            self.threads, self.processes
+        );
         let _ = writeln!(
             s,
             "  intercepted         {} syscalls, {} rdtsc, {} cpuid, {} signals",
@@ -150,7 +160,11 @@ impl Summary {
         );
         let mut top: Vec<_> = self.syscalls.iter().collect();
         top.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-        let list: Vec<String> = top.iter().take(12).map(|(n, c)| format!("{n} {c}")).collect();
+        let list: Vec<String> = top
+            .iter()
+            .take(12)
+            .map(|(n, c)| format!("{n} {c}"))
+            .collect();
         if !list.is_empty() {
             let _ = writeln!(s, "  top syscalls        {}", list.join(", "));
         }

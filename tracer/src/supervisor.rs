@@ -90,9 +90,16 @@ pub enum Post {
     None,
     /// wait4/waitid made non-blocking: `opts_arg` is the argument index of
     /// the options, `orig` their original value.
-    Wait { opts_arg: usize, orig: u64, infop: u64 },
+    Wait {
+        opts_arg: usize,
+        orig: u64,
+        infop: u64,
+    },
     /// A signal was sent: look for waiters it interrupts.
-    Kill { sig: i32, target: i64 },
+    Kill {
+        sig: i32,
+        target: i64,
+    },
     /// A syscall replaced by getpid so that the thread reaches an exit stop.
     ToExit,
 }
@@ -165,7 +172,14 @@ fn install_handlers() {
         let mut sa: libc::sigaction = std::mem::zeroed();
         sa.sa_sigaction = on_forward as *const () as usize;
         sa.sa_flags = libc::SA_SIGINFO;
-        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2] {
+        for s in [
+            libc::SIGINT,
+            libc::SIGTERM,
+            libc::SIGHUP,
+            libc::SIGQUIT,
+            libc::SIGUSR1,
+            libc::SIGUSR2,
+        ] {
             libc::sigaction(s, &sa, std::ptr::null_mut());
         }
         let mut sa: libc::sigaction = std::mem::zeroed();
@@ -173,8 +187,14 @@ fn install_handlers() {
         libc::sigaction(libc::SIGALRM, &sa, std::ptr::null_mut());
         // Writes done for the guest report EPIPE; the guest gets its SIGPIPE.
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-        let tv = libc::timeval { tv_sec: 0, tv_usec: 100_000 };
-        let it = libc::itimerval { it_interval: tv, it_value: tv };
+        let tv = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 100_000,
+        };
+        let it = libc::itimerval {
+            it_interval: tv,
+            it_value: tv,
+        };
         libc::setitimer(libc::ITIMER_REAL, &it, std::ptr::null_mut());
     }
 }
@@ -227,7 +247,11 @@ impl Supervisor {
             epoch_secs: cfg.epoch_secs,
             event_cost_ns: cfg.event_cost_ns,
             quantum: cfg.quantum.max(1),
-            policy: if cfg.chaos { Policy::Chaos } else { Policy::RoundRobin },
+            policy: if cfg.chaos {
+                Policy::Chaos
+            } else {
+                Policy::RoundRobin
+            },
         };
         let mut cpuid = CpuidTable::fixed(cfg.ncpus);
         cpuid.restrict_to(crate::handlers::misc::host_cpuid);
@@ -268,10 +292,13 @@ impl Supervisor {
         if self.cfg.pin {
             pin_cpu(self.cfg.cpu);
         }
+        let files = crate::vfiles::FilesDir::create(&self.cfg)?;
+        self.cfg.files_dir = Some(files.path().to_path_buf());
         let sp = crate::spawn::spawn(&self.cfg, &bpf)?;
         self.namespaces = sp.namespaces;
         if !sp.namespaces {
-            self.stats.hazard("pids", "PID namespace not permitted: pids are real");
+            self.stats
+                .hazard("pids", "PID namespace not permitted: pids are real");
         }
         sys::seize(sp.guest, OPTIONS)?;
         let p = self.add_proc(sp.guest, None);
@@ -281,9 +308,13 @@ impl Supervisor {
         install_handlers();
         sp.release()?;
         // The guest runs its setup and execs: it holds the turn from the start.
-        match self.world.next() {
+        match self.world.next_turn() {
             Next::Run(t) if t == vt => {}
-            other => return Err(std::io::Error::other(format!("unexpected start: {other:?}"))),
+            other => {
+                return Err(std::io::Error::other(format!(
+                    "unexpected start: {other:?}"
+                )))
+            }
         }
         self.running = Some(sp.guest);
         self.resumed_at = Instant::now();
@@ -387,7 +418,7 @@ impl Supervisor {
     /// Hand the turn on. Returns false when the run is over.
     fn schedule(&mut self) -> bool {
         self.check_io();
-        match self.world.next() {
+        match self.world.next_turn() {
             Next::Run(vt) => {
                 let tid = self.vt_tid[vt as usize];
                 self.give_turn(tid);
@@ -416,7 +447,11 @@ impl Supervisor {
                 }
                 for (f, ev) in &t.io {
                     use std::os::fd::AsRawFd;
-                    fds.push(libc::pollfd { fd: f.as_raw_fd(), events: *ev, revents: 0 });
+                    fds.push(libc::pollfd {
+                        fd: f.as_raw_fd(),
+                        events: *ev,
+                        revents: 0,
+                    });
                 }
             }
         }
@@ -437,7 +472,10 @@ impl Supervisor {
             self.report_deadlock();
             return false;
         }
-        self.stats.hazard("external-wait", "all threads waited on descriptors fed from outside the sandbox");
+        self.stats.hazard(
+            "external-wait",
+            "all threads waited on descriptors fed from outside the sandbox",
+        );
         // SAFETY: polling our own descriptors; EINTR (the watchdog tick)
         // brings us back to handle forwarded signals.
         unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
@@ -453,7 +491,13 @@ impl Supervisor {
             if let Some(w) = self.world.waiting_on(t.vt) {
                 let name = crate::sysnames::name(t.parked_nr).unwrap_or("?");
                 let ns = crate::handlers::process::ns_tid(t.tid).unwrap_or(t.tid);
-                lines.push(format!("thread {} (pid {}): blocked in {} ({})", ns, self.procs[t.proc as usize].tgid_ns(), name, w.name()));
+                lines.push(format!(
+                    "thread {} (pid {}): blocked in {} ({})",
+                    ns,
+                    self.procs[t.proc as usize].tgid_ns(),
+                    name,
+                    w.name()
+                ));
             }
         }
         eprintln!("detrun: deadlock: every thread is blocked and nothing can wake them");
@@ -504,7 +548,12 @@ impl Supervisor {
             (Park::Sleep { rem, deadline }, WakeReason::Interrupted) => {
                 if rem != 0 {
                     let left = deadline.saturating_sub(now);
-                    let _ = sys::write_pair(tid, rem, (left / 1_000_000_000) as i64, (left % 1_000_000_000) as i64);
+                    let _ = sys::write_pair(
+                        tid,
+                        rem,
+                        (left / 1_000_000_000) as i64,
+                        (left % 1_000_000_000) as i64,
+                    );
                 }
                 Resume::Return(-(libc::EINTR as i64))
             }
@@ -643,7 +692,9 @@ impl Supervisor {
         let parked = self.world.parked(|w| w == Wait::Io);
         for vt in parked {
             let tid = self.vt_tid[vt as usize];
-            let Some(t) = self.threads.get(&tid) else { continue };
+            let Some(t) = self.threads.get(&tid) else {
+                continue;
+            };
             if t.park == Some(Park::Kernel) {
                 continue;
             }
@@ -657,11 +708,14 @@ impl Supervisor {
                 continue;
             }
             use std::os::fd::AsRawFd;
-            let mut fds: Vec<libc::pollfd> = t
-                .io
-                .iter()
-                .map(|(f, ev)| libc::pollfd { fd: f.as_raw_fd(), events: *ev, revents: 0 })
-                .collect();
+            let mut fds: Vec<libc::pollfd> =
+                t.io.iter()
+                    .map(|(f, ev)| libc::pollfd {
+                        fd: f.as_raw_fd(),
+                        events: *ev,
+                        revents: 0,
+                    })
+                    .collect();
             // SAFETY: polling our own stolen descriptors without blocking.
             let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
             if n > 0 {
@@ -681,7 +735,9 @@ impl Supervisor {
             let tgid = self.procs[p].tgid;
             let code = if d.timer >= 0 { -2 } else { -6 }; // SI_TIMER, SI_TKILL
             let target = match d.spec.target {
-                detrun_scheduler::SigTarget::Thread(vt) if self.world.is_alive(vt) => self.vt_tid[vt as usize],
+                detrun_scheduler::SigTarget::Thread(vt) if self.world.is_alive(vt) => {
+                    self.vt_tid[vt as usize]
+                }
                 _ => {
                     // Process-directed: the main thread if alive, else the first.
                     let ths = self.world.threads_of(d.proc);
@@ -709,11 +765,15 @@ impl Supervisor {
         let parked = self.world.parked(|w| w != Wait::Vfork);
         for vt in parked {
             let tid = self.vt_tid[vt as usize];
-            let Some(t) = self.threads.get(&tid) else { continue };
+            let Some(t) = self.threads.get(&tid) else {
+                continue;
+            };
             if proc.is_some_and(|p| p != t.proc) {
                 continue;
             }
-            let Some(st) = sys::sig_state(tid) else { continue };
+            let Some(st) = sys::sig_state(tid) else {
+                continue;
+            };
             let mask = t.wait_mask.unwrap_or(st.blocked);
             if st.deliverable(mask) != 0 {
                 self.world.wake(vt, WakeReason::Interrupted);
@@ -734,7 +794,10 @@ impl Supervisor {
         if sig == 0 {
             return;
         }
-        self.stats.hazard("external-signal", format!("signal {sig} from outside the sandbox"));
+        self.stats.hazard(
+            "external-signal",
+            format!("signal {sig} from outside the sandbox"),
+        );
         let main = &self.procs[self.main_proc as usize];
         // From a terminal (SI_KERNEL) the guest's process group got it too.
         if main.alive && code != 0x80 {
@@ -756,20 +819,21 @@ impl Supervisor {
             return;
         }
         let state = proc_state(tid);
-        let others = self.threads.values().any(|t| t.tid != tid && self.world.is_runnable(t.vt));
+        let others = self
+            .threads
+            .values()
+            .any(|t| t.tid != tid && self.world.is_runnable(t.vt));
         match state {
-            Some('R') if others => {
-                if sys::interrupt(tid).is_ok() {
-                    self.resumed_at = Instant::now();
-                    self.stats.hazard("watchdog-preemption", "a thread ran without syscalls and was preempted on wall-clock time");
-                }
+            Some('R') if others && sys::interrupt(tid).is_ok() => {
+                self.resumed_at = Instant::now();
+                self.stats.hazard(
+                    "watchdog-preemption",
+                    "a thread ran without syscalls and was preempted on wall-clock time",
+                );
             }
-            Some('S') | Some('D') => {
-                if sys::interrupt(tid).is_ok() {
-                    self.resumed_at = Instant::now();
-                    let name = crate::handlers::process::current_syscall(tid).unwrap_or_else(|| "?".into());
-                    self.stats.hazard("blocked-in-kernel", format!("{name} blocked in the kernel and was interrupted"));
-                }
+            // Blocked in a call the filter let through: see on_event_stop.
+            Some('S') | Some('D') if sys::interrupt(tid).is_ok() => {
+                self.resumed_at = Instant::now();
             }
             _ => {}
         }
@@ -777,7 +841,10 @@ impl Supervisor {
 
     fn on_stop(&mut self, tid: pid_t, st: i32) {
         if self.cfg.debug {
-            eprintln!("[detrun] stop tid={tid} status={st:#x} running={:?}", self.running);
+            eprintln!(
+                "[detrun] stop tid={tid} status={st:#x} running={:?}",
+                self.running
+            );
         }
         if libc::WIFEXITED(st) || libc::WIFSIGNALED(st) {
             self.on_death(tid, st);
@@ -808,9 +875,10 @@ impl Supervisor {
                 }
                 crate::handlers::on_syscall_exit(self, tid)
             }
-            (libc::SIGTRAP, libc::PTRACE_EVENT_CLONE | libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK) => {
-                crate::handlers::process::on_clone_event(self, tid, event)
-            }
+            (
+                libc::SIGTRAP,
+                libc::PTRACE_EVENT_CLONE | libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK,
+            ) => crate::handlers::process::on_clone_event(self, tid, event),
             (libc::SIGTRAP, libc::PTRACE_EVENT_EXEC) => crate::exec::on_exec(self, tid),
             (libc::SIGTRAP, libc::PTRACE_EVENT_EXIT) => self.on_exit_event(tid),
             (libc::SIGTRAP, libc::PTRACE_EVENT_VFORK_DONE) => self.on_vfork_done(tid),
@@ -839,7 +907,11 @@ impl Supervisor {
     /// PTRACE_EVENT_STOP: a group-stop (ignored: job control is not
     /// virtualized) or our own PTRACE_INTERRUPT.
     fn on_event_stop(&mut self, tid: pid_t, sig: i32) {
-        if matches!(sig, libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU) && self.running != Some(tid) {
+        if matches!(
+            sig,
+            libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
+        ) && self.running != Some(tid)
+        {
             let _ = sys::cont(tid, 0);
             return;
         }
@@ -853,6 +925,11 @@ impl Supervisor {
             // Let it wait in the kernel without the turn; it stops again at
             // the exit of the restarted call.
             let nr = sys::get_regs(tid).map(|r| r.orig_rax as i64).unwrap_or(-1);
+            let name = crate::sysnames::name(nr).unwrap_or("?");
+            self.stats.hazard(
+                "blocked-in-kernel",
+                format!("{name} blocked in the kernel; other threads ran meanwhile"),
+            );
             self.park(tid, Park::Kernel, Wait::Io, None, nr);
             self.in_kernel.insert(tid, false);
             let _ = sys::syscall(tid, 0);
@@ -863,7 +940,9 @@ impl Supervisor {
 
     fn on_syscall(&mut self, tid: pid_t, redo: bool) {
         let Ok(regs) = sys::get_regs(tid) else { return };
-        let Some(t) = self.threads.get(&tid) else { return };
+        let Some(t) = self.threads.get(&tid) else {
+            return;
+        };
         let vt = t.vt;
         let expired = self.world.tick(vt);
         if !redo && expired {
@@ -878,7 +957,10 @@ impl Supervisor {
         }
         if self.cfg.debug {
             let n = crate::sysnames::name(regs.orig_rax as i64).unwrap_or("?");
-            eprintln!("[detrun]   {tid} {n}({:#x}, {:#x}, {:#x}) redo={redo}", regs.rdi, regs.rsi, regs.rdx);
+            eprintln!(
+                "[detrun]   {tid} {n}({:#x}, {:#x}, {:#x}) redo={redo}",
+                regs.rdi, regs.rsi, regs.rdx
+            );
         }
         crate::handlers::dispatch(self, tid, regs);
     }
@@ -926,7 +1008,9 @@ impl Supervisor {
 
     /// Wait until the vfork parent of `child_proc` reports its release.
     pub fn release_vfork_parent(&mut self, child_proc: ProcId) {
-        let Some(ptid) = self.procs[child_proc as usize].vfork_parent.take() else { return };
+        let Some(ptid) = self.procs[child_proc as usize].vfork_parent.take() else {
+            return;
+        };
         if self.threads.get(&ptid).and_then(|t| t.park) != Some(Park::Vfork) {
             return; // its VFORK_DONE stop was already taken
         }
@@ -961,13 +1045,22 @@ impl Supervisor {
     fn on_death(&mut self, tid: pid_t, st: i32) {
         self.early.remove(&tid);
         self.in_kernel.remove(&tid);
-        let Some(t) = self.threads.remove(&tid) else { return };
+        let Some(t) = self.threads.remove(&tid) else {
+            return;
+        };
         let p = t.proc;
         self.world.exit_thread(t.vt);
         if t.clear_tid != 0 {
-            let live = self.world.threads_of(p).iter().any(|&v| self.world.is_alive(v));
+            let live = self
+                .world
+                .threads_of(p)
+                .iter()
+                .any(|&v| self.world.is_alive(v));
             if live {
-                let key = detrun_scheduler::FutexKey { space: self.procs[p as usize].space, addr: t.clear_tid };
+                let key = detrun_scheduler::FutexKey {
+                    space: self.procs[p as usize].space,
+                    addr: t.clear_tid,
+                };
                 self.world.futex_wake(key, 1, u32::MAX);
             }
         }
@@ -1019,7 +1112,12 @@ impl Supervisor {
 
     /// SIGKILL every remaining tracee and wait for them.
     fn kill_all(&mut self) {
-        let tgids: Vec<pid_t> = self.procs.iter().filter(|p| p.alive).map(|p| p.tgid).collect();
+        let tgids: Vec<pid_t> = self
+            .procs
+            .iter()
+            .filter(|p| p.alive)
+            .map(|p| p.tgid)
+            .collect();
         for tg in tgids {
             // SAFETY: signalling our own tracees.
             unsafe { libc::kill(tg, libc::SIGKILL) };

@@ -24,7 +24,14 @@ pub fn cvt(r: c_long) -> io::Result<c_long> {
 fn ptrace(req: libc::c_uint, pid: pid_t, addr: usize, data: usize) -> io::Result<c_long> {
     // SAFETY: ptrace with integer arguments; pointer-taking requests below
     // pass valid pointers to owned memory.
-    unsafe { cvt(libc::ptrace(req, pid, addr as *mut c_void, data as *mut c_void)) }
+    unsafe {
+        cvt(libc::ptrace(
+            req,
+            pid,
+            addr as *mut c_void,
+            data as *mut c_void,
+        ))
+    }
 }
 
 pub fn seize(pid: pid_t, options: i32) -> io::Result<()> {
@@ -227,15 +234,7 @@ pub fn tgsigqueue(tgid: pid_t, tid: pid_t, sig: i32, code: i32, value: u64) -> i
     si[8..12].copy_from_slice(&code.to_ne_bytes());
     si[24..32].copy_from_slice(&value.to_ne_bytes());
     // SAFETY: si is a 128-byte buffer, the size of siginfo_t.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_rt_tgsigqueueinfo,
-            tgid,
-            tid,
-            sig,
-            si.as_ptr(),
-        )
-    };
+    let r = unsafe { libc::syscall(libc::SYS_rt_tgsigqueueinfo, tgid, tid, sig, si.as_ptr()) };
     cvt(r).map(drop)
 }
 

@@ -29,7 +29,10 @@ impl Supervisor {
         let space = self.procs[p as usize].space;
         if !private {
             if let Some((inode, off)) = shared_mapping(self.procs[p as usize].tgid, addr) {
-                return FutexKey { space: SHARED_SPACE | inode, addr: off };
+                return FutexKey {
+                    space: SHARED_SPACE | inode,
+                    addr: off,
+                };
             }
         }
         FutexKey { space, addr }
@@ -67,11 +70,17 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
     let key = s.futex_key(proc, uaddr, private);
     match cmd {
         FUTEX_WAIT | FUTEX_WAIT_BITSET => {
-            let bitset = if cmd == FUTEX_WAIT { u32::MAX } else { val3 as u32 };
+            let bitset = if cmd == FUTEX_WAIT {
+                u32::MAX
+            } else {
+                val3 as u32
+            };
             if bitset == 0 {
                 return Out::Ret(EINVAL);
             }
-            let Ok(cur) = sys::read_u32(tid, uaddr) else { return Out::Ret(EFAULT) };
+            let Ok(cur) = sys::read_u32(tid, uaddr) else {
+                return Out::Ret(EFAULT);
+            };
             if cur != val {
                 return Out::Ret(EAGAIN);
             }
@@ -93,7 +102,11 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
             Out::Park(Park::Futex, Wait::Futex { key, bitset }, deadline)
         }
         FUTEX_WAKE | FUTEX_WAKE_BITSET => {
-            let bitset = if cmd == FUTEX_WAKE { u32::MAX } else { val3 as u32 };
+            let bitset = if cmd == FUTEX_WAKE {
+                u32::MAX
+            } else {
+                val3 as u32
+            };
             if bitset == 0 {
                 return Out::Ret(EINVAL);
             }
@@ -101,7 +114,9 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
         }
         FUTEX_REQUEUE | FUTEX_CMP_REQUEUE => {
             if cmd == FUTEX_CMP_REQUEUE {
-                let Ok(cur) = sys::read_u32(tid, uaddr) else { return Out::Ret(EFAULT) };
+                let Ok(cur) = sys::read_u32(tid, uaddr) else {
+                    return Out::Ret(EFAULT);
+                };
                 if cur != val3 as u32 {
                     return Out::Ret(EAGAIN);
                 }
@@ -109,13 +124,21 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
             let key2 = s.futex_key(proc, uaddr2, private);
             let nmove = (timeout as u32).min(i32::MAX as u32);
             let (w, m) = s.world.futex_requeue(key, key2, val, nmove);
-            Out::Ret(if cmd == FUTEX_CMP_REQUEUE { (w + m) as i64 } else { w as i64 })
+            Out::Ret(if cmd == FUTEX_CMP_REQUEUE {
+                (w + m) as i64
+            } else {
+                w as i64
+            })
         }
         FUTEX_WAKE_OP => {
             let key2 = s.futex_key(proc, uaddr2, private);
-            let Ok(old) = sys::read_u32(tid, uaddr2) else { return Out::Ret(EFAULT) };
+            let Ok(old) = sys::read_u32(tid, uaddr2) else {
+                return Out::Ret(EFAULT);
+            };
             let encoded = val3 as u32;
-            let Some((new, cond)) = wake_op(encoded, old) else { return Out::Ret(ENOSYS) };
+            let Some((new, cond)) = wake_op(encoded, old) else {
+                return Out::Ret(ENOSYS);
+            };
             if sys::write_u32(tid, uaddr2, new).is_err() {
                 return Out::Ret(EFAULT);
             }
@@ -126,7 +149,10 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
             Out::Ret(n as i64)
         }
         _ => {
-            s.stats.hazard("unsupported", format!("futex op {cmd} (PI futexes) answered ENOSYS"));
+            s.stats.hazard(
+                "unsupported",
+                format!("futex op {cmd} (PI futexes) answered ENOSYS"),
+            );
             Out::Ret(ENOSYS)
         }
     }
@@ -170,11 +196,11 @@ mod tests {
     #[test]
     fn wake_op_decodes_glibc_encoding() {
         // FUTEX_OP(FUTEX_OP_SET, 0, FUTEX_OP_CMP_GT, 1), as glibc uses.
-        let enc = (0 << 28) | (4 << 24) | (0 << 12) | 1;
+        let enc = (4 << 24) | 1; // op SET, oparg 0, cmp GT, cmparg 1
         assert_eq!(super::wake_op(enc, 2), Some((0, true)));
         assert_eq!(super::wake_op(enc, 1), Some((0, false)));
         // ADD 1, CMP_EQ 0
-        let enc = (1 << 28) | (0 << 24) | (1 << 12);
+        let enc = (1 << 28) | (1 << 12); // op ADD, oparg 1, cmp EQ, cmparg 0
         assert_eq!(super::wake_op(enc, 0), Some((1, true)));
     }
 }

@@ -44,7 +44,11 @@ impl Supervisor {
 }
 
 fn ready(f: &OwnedFd, events: i16) -> bool {
-    let mut p = libc::pollfd { fd: f.as_raw_fd(), events, revents: 0 };
+    let mut p = libc::pollfd {
+        fd: f.as_raw_fd(),
+        events,
+        revents: 0,
+    };
     // SAFETY: polling one owned descriptor without blocking.
     unsafe { libc::poll(&mut p, 1, 0) > 0 }
 }
@@ -65,8 +69,12 @@ fn nonblocking(f: &OwnedFd) -> bool {
 }
 
 fn probe(s: &Supervisor, tid: pid_t, fd: u64, events: i16) -> Probe {
-    let Some(f) = s.steal(tid, fd as i32) else { return Probe::File };
-    let Some((mode, rdev)) = mode_of(&f) else { return Probe::File };
+    let Some(f) = s.steal(tid, fd as i32) else {
+        return Probe::File;
+    };
+    let Some((mode, rdev)) = mode_of(&f) else {
+        return Probe::File;
+    };
     match mode {
         libc::S_IFREG | libc::S_IFDIR | libc::S_IFBLK => return Probe::File,
         libc::S_IFCHR if libc::major(rdev) == 1 && matches!(libc::minor(rdev), 8 | 9) => {
@@ -155,8 +163,14 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, _regs: Regs) -> Out {
         SYS_flock => flock(s, tid, x[0], x[1]),
         SYS_fcntl => {
             // Only F_SETLKW and F_OFD_SETLKW trap. Try without waiting.
-            let Some(f) = s.steal(tid, x[0] as i32) else { return Out::Pass };
-            let nb = if x[1] as i32 == F_SETLKW { F_SETLK } else { F_OFD_SETLK };
+            let Some(f) = s.steal(tid, x[0] as i32) else {
+                return Out::Pass;
+            };
+            let nb = if x[1] as i32 == F_SETLKW {
+                F_SETLK
+            } else {
+                F_OFD_SETLK
+            };
             let mut lk = [0u8; 32];
             if sys::read_mem(tid, x[2], &mut lk).is_err() {
                 return Out::Ret(EFAULT);
@@ -197,7 +211,9 @@ fn flock(s: &mut Supervisor, tid: pid_t, fd: u64, op: u64) -> Out {
     if op & libc::LOCK_NB as u64 != 0 {
         return Out::Pass;
     }
-    let Some(f) = s.steal(tid, fd as i32) else { return Out::Pass };
+    let Some(f) = s.steal(tid, fd as i32) else {
+        return Out::Pass;
+    };
     // flock locks belong to the open file description, which we share.
     // SAFETY: flock on an owned descriptor.
     let r = unsafe { libc::flock(f.as_raw_fd(), op as i32 | libc::LOCK_NB) };
@@ -324,7 +340,11 @@ fn write(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
             return park_on(s, tid, vec![(f, POLLOUT)]);
         }
         if r == -(libc::EPIPE as i64) && !nosig {
-            let tgid = s.threads.get(&tid).map(|t| s.procs[t.proc as usize].tgid).unwrap_or(tid);
+            let tgid = s
+                .threads
+                .get(&tid)
+                .map(|t| s.procs[t.proc as usize].tgid)
+                .unwrap_or(tid);
             let _ = sys::tgkill(tgid, tid, libc::SIGPIPE);
         }
         return finish(s, tid, w, r);
@@ -336,7 +356,11 @@ fn finish(s: &mut Supervisor, tid: pid_t, w: WriteCont, err: i64) -> Out {
     if let Some(t) = s.threads.get_mut(&tid) {
         t.wcont = None;
     }
-    Out::Ret(if w.done > 0 || err == 0 { w.done as i64 } else { err })
+    Out::Ret(if w.done > 0 || err == 0 {
+        w.done as i64
+    } else {
+        err
+    })
 }
 
 /// One non-blocking write through the supervisor's duplicate.
@@ -347,7 +371,12 @@ fn nb_write(f: &OwnedFd, data: &[u8], sock: bool) -> i64 {
     // sharing it is stopped).
     unsafe {
         let r = if sock {
-            libc::send(fd, data.as_ptr().cast(), data.len(), libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
+            libc::send(
+                fd,
+                data.as_ptr().cast(),
+                data.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
         } else {
             let fl = libc::fcntl(fd, libc::F_GETFL);
             libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK);
@@ -366,7 +395,12 @@ fn nb_write(f: &OwnedFd, data: &[u8], sock: bool) -> i64 {
 }
 
 fn deadline_ms(s: &Supervisor, ms: i64) -> Option<u64> {
-    (ms >= 0).then(|| s.world.clock.monotonic().saturating_add(ms as u64 * 1_000_000))
+    (ms >= 0).then(|| {
+        s.world
+            .clock
+            .monotonic()
+            .saturating_add(ms as u64 * 1_000_000)
+    })
 }
 
 fn deadline_ts(s: &Supervisor, tid: pid_t, addr: u64) -> Result<Option<u64>, i64> {
@@ -378,7 +412,14 @@ fn deadline_ts(s: &Supervisor, tid: pid_t, addr: u64) -> Result<Option<u64>, i64
 }
 
 /// Park a poll-like call until one of `fds` is ready or `deadline`.
-fn poll_wait(s: &mut Supervisor, tid: pid_t, fds: Vec<(OwnedFd, i16)>, any_ready: bool, deadline: Option<u64>, mask: Option<u64>) -> Out {
+fn poll_wait(
+    s: &mut Supervisor,
+    tid: pid_t,
+    fds: Vec<(OwnedFd, i16)>,
+    any_ready: bool,
+    deadline: Option<u64>,
+    mask: Option<u64>,
+) -> Out {
     if any_ready || deadline == Some(s.world.clock.monotonic()) {
         return Out::Pass;
     }
@@ -430,7 +471,12 @@ fn poll(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
     }
     let want: Vec<(i32, i16)> = raw
         .chunks_exact(8)
-        .map(|c| (i32::from_ne_bytes([c[0], c[1], c[2], c[3]]), i16::from_ne_bytes([c[4], c[5]])))
+        .map(|c| {
+            (
+                i32::from_ne_bytes([c[0], c[1], c[2], c[3]]),
+                i16::from_ne_bytes([c[4], c[5]]),
+            )
+        })
         .collect();
     let (deadline, mask) = if a.nr == libc::SYS_poll {
         (deadline_ms(s, x[2] as i32 as i64), None)
@@ -474,7 +520,9 @@ fn select(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
         if x[4] == 0 {
             (None, None)
         } else {
-            let Ok((sec, usec)) = sys::read_timespec(tid, x[4]) else { return Out::Ret(EFAULT) };
+            let Ok((sec, usec)) = sys::read_timespec(tid, x[4]) else {
+                return Out::Ret(EFAULT);
+            };
             if sec < 0 || !(0..1_000_000).contains(&usec) {
                 return Out::Ret(EINVAL);
             }
@@ -533,7 +581,9 @@ fn epoll(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
 /// return at once by zeroing its timeout.
 pub fn expire_poll(s: &mut Supervisor, tid: pid_t) {
     let _ = s;
-    let Ok(mut r) = sys::get_regs(tid) else { return };
+    let Ok(mut r) = sys::get_regs(tid) else {
+        return;
+    };
     let nr = r.orig_rax as i64;
     match nr {
         libc::SYS_poll => r.rdx = 0,

@@ -17,7 +17,9 @@ pub fn host_cpuid(leaf: u32, sub: u32) -> [u32; 4] {
 const GETRANDOM_MAX: usize = 33_554_431;
 
 pub fn fill_random(s: &mut Supervisor, tid: pid_t, buf: u64, len: usize) -> i64 {
-    let Some(p) = s.threads.get(&tid).map(|t| t.proc) else { return EFAULT };
+    let Some(p) = s.threads.get(&tid).map(|t| t.proc) else {
+        return EFAULT;
+    };
     let len = len.min(GETRANDOM_MAX);
     let mut chunk = [0u8; 4096];
     let mut done = 0usize;
@@ -53,7 +55,11 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
             field(&mut b, 0, "Linux");
             field(&mut b, 1, &s.cfg.hostname.clone());
             field(&mut b, 2, "6.1.0-detrun");
-            field(&mut b, 3, "#1 SMP PREEMPT_DYNAMIC Mon Jan  1 00:00:00 UTC 2024");
+            field(
+                &mut b,
+                3,
+                "#1 SMP PREEMPT_DYNAMIC Mon Jan  1 00:00:00 UTC 2024",
+            );
             field(&mut b, 4, "x86_64");
             field(&mut b, 5, "(none)");
             match sys::write_mem(tid, x[0], &b) {
@@ -64,7 +70,7 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
         SYS_sched_getaffinity => {
             let len = x[1] as usize;
             let need = 8usize;
-            if len < need || len % 8 != 0 {
+            if len < need || !len.is_multiple_of(8) {
                 return Out::Ret(EINVAL);
             }
             let n = s.cfg.ncpus.clamp(1, 64);
@@ -105,35 +111,54 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
         SYS_sched_yield => Out::Yield(0),
         SYS_prctl => {
             // Only PR_SET_TSC traps: keep rdtsc faulting.
-            s.stats.hazard("refused", "prctl(PR_SET_TSC) ignored: rdtsc stays virtual");
+            s.stats
+                .hazard("refused", "prctl(PR_SET_TSC) ignored: rdtsc stays virtual");
             Out::Ret(0)
         }
         SYS_arch_prctl => match x[0] {
             0x1011 => Out::Ret(1), // ARCH_GET_CPUID: "cpuid works"
             _ => {
-                s.stats.hazard("refused", "arch_prctl(ARCH_SET_CPUID) ignored: cpuid stays virtual");
+                s.stats.hazard(
+                    "refused",
+                    "arch_prctl(ARCH_SET_CPUID) ignored: cpuid stays virtual",
+                );
                 Out::Ret(0)
             }
         },
         SYS_personality => {
             regs.rdi |= ADDR_NO_RANDOMIZE as u64;
-            s.stats.hazard("refused", "personality() may not re-enable ASLR");
+            s.stats
+                .hazard("refused", "personality() may not re-enable ASLR");
             Out::PassWith(regs)
         }
-        SYS_io_uring_setup | SYS_io_uring_enter | SYS_io_uring_register | SYS_userfaultfd
-        | SYS_perf_event_open | SYS_bpf | SYS_futex_waitv => {
+        SYS_io_uring_setup
+        | SYS_io_uring_enter
+        | SYS_io_uring_register
+        | SYS_userfaultfd
+        | SYS_perf_event_open
+        | SYS_bpf
+        | SYS_futex_waitv => {
             let name = crate::sysnames::name(a.nr).unwrap_or("?");
-            s.stats.hazard("refused", format!("{name} answered ENOSYS (bypasses the sandbox)"));
+            s.stats.hazard(
+                "refused",
+                format!("{name} answered ENOSYS (bypasses the sandbox)"),
+            );
             Out::Ret(ENOSYS)
         }
         _ => {
             // timerfd, SysV and POSIX message queues, semop: run for real.
             let name = crate::sysnames::name(a.nr).unwrap_or("?");
             if s.cfg.strict {
-                s.stats.hazard("unhandled", format!("{name} refused with ENOSYS (--strict)"));
+                s.stats.hazard(
+                    "unhandled",
+                    format!("{name} refused with ENOSYS (--strict)"),
+                );
                 return Out::Ret(ENOSYS);
             }
-            s.stats.hazard("unhandled", format!("{name} passed through (real time or may block)"));
+            s.stats.hazard(
+                "unhandled",
+                format!("{name} passed through (real time or may block)"),
+            );
             Out::Pass
         }
     }
@@ -141,14 +166,22 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
 
 /// A syscall the supervisor has no handler for.
 pub fn unknown(s: &mut Supervisor, a: &Args) -> Out {
-    let name = crate::sysnames::name(a.nr).map(str::to_string).unwrap_or_else(|| format!("syscall {}", a.nr));
+    let name = crate::sysnames::name(a.nr)
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("syscall {}", a.nr));
     if s.cfg.strict {
-        if s.stats.hazard("unknown-syscall", format!("{name} refused with ENOSYS (--strict)")) {
+        if s.stats.hazard(
+            "unknown-syscall",
+            format!("{name} refused with ENOSYS (--strict)"),
+        ) {
             eprintln!("detrun: unknown syscall {name} refused (--strict)");
         }
         return Out::Ret(ENOSYS);
     }
-    if s.stats.hazard("unknown-syscall", format!("{name} passed through")) && s.cfg.verbose {
+    if s.stats
+        .hazard("unknown-syscall", format!("{name} passed through"))
+        && s.cfg.verbose
+    {
         eprintln!("detrun: warning: syscall {name} is not virtualized; passed through");
     }
     Out::Pass
@@ -157,11 +190,15 @@ pub fn unknown(s: &mut Supervisor, a: &Args) -> Out {
 /// A SIGSEGV at `rdtsc`, `rdtscp` or `cpuid` (faulting on purpose): emulate
 /// the instruction. Returns false for a real fault.
 pub fn emulate_fault(s: &mut Supervisor, tid: pid_t) -> bool {
-    let Ok(si) = sys::get_siginfo(tid) else { return false };
+    let Ok(si) = sys::get_siginfo(tid) else {
+        return false;
+    };
     if si.si_code != 0x80 {
         return false; // not SI_KERNEL: a real segfault
     }
-    let Ok(mut r) = sys::get_regs(tid) else { return false };
+    let Ok(mut r) = sys::get_regs(tid) else {
+        return false;
+    };
     let mut insn = [0u8; 3];
     if sys::read_mem(tid, r.rip, &mut insn).is_err() {
         return false;

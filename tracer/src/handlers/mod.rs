@@ -17,118 +17,26 @@ pub mod time;
 /// Syscall numbers used by the handlers (a glob of libc would shadow our names).
 pub mod nr {
     pub use libc::{
-        MSG_DONTWAIT,
-        F_SETLKW,
-        F_SETLK,
-        F_OFD_SETLK,
-        F_OFD_SETLKW,
-        F_GETLK,
-        F_UNLCK,
-        GRND_NONBLOCK,
-        GRND_RANDOM,
-        ADDR_NO_RANDOMIZE,
-        CLONE_CHILD_CLEARTID,
-        CLONE_VFORK,
-        CLONE_VM,
-        SIGCHLD,
-        WNOHANG,
-        SIGALRM,
-        RUSAGE_THREAD,
-        RUSAGE_SELF,
-        RUSAGE_CHILDREN,
-        SYS_accept,
-        SYS_accept4,
-        SYS_adjtimex,
-        SYS_alarm,
-        SYS_arch_prctl,
-        SYS_bpf,
-        SYS_clock_adjtime,
-        SYS_clock_getres,
-        SYS_clock_gettime,
-        SYS_clock_nanosleep,
-        SYS_clock_settime,
-        SYS_clone,
-        SYS_clone3,
-        SYS_connect,
-        SYS_epoll_pwait,
-        SYS_epoll_pwait2,
-        SYS_epoll_wait,
-        SYS_exit,
-        SYS_exit_group,
-        SYS_fcntl,
-        SYS_flock,
-        SYS_fork,
-        SYS_futex,
-        SYS_futex_waitv,
-        SYS_getcpu,
-        SYS_getitimer,
-        SYS_getrandom,
-        SYS_getrusage,
-        SYS_gettimeofday,
-        SYS_io_uring_enter,
-        SYS_io_uring_register,
-        SYS_io_uring_setup,
-        SYS_kill,
-        SYS_mq_timedreceive,
-        SYS_mq_timedsend,
-        SYS_msgrcv,
-        SYS_msgsnd,
-        SYS_nanosleep,
-        SYS_pause,
-        SYS_perf_event_open,
-        SYS_personality,
-        SYS_pidfd_send_signal,
-        SYS_poll,
-        SYS_ppoll,
-        SYS_prctl,
-        SYS_pselect6,
-        SYS_ptrace,
-        SYS_read,
-        SYS_readv,
-        SYS_recvfrom,
-        SYS_recvmmsg,
-        SYS_recvmsg,
-        SYS_rseq,
-        SYS_rt_sigqueueinfo,
-        SYS_rt_sigsuspend,
-        SYS_rt_sigtimedwait,
-        SYS_rt_tgsigqueueinfo,
-        SYS_sched_getaffinity,
-        SYS_sched_setaffinity,
-        SYS_sched_yield,
-        SYS_select,
-        SYS_semop,
-        SYS_semtimedop,
-        SYS_sendfile,
-        SYS_sendmmsg,
-        SYS_sendmsg,
-        SYS_sendto,
-        SYS_set_tid_address,
-        SYS_setitimer,
-        SYS_settimeofday,
-        SYS_splice,
-        SYS_sysinfo,
-        SYS_tee,
-        SYS_tgkill,
-        SYS_time,
-        SYS_timer_create,
-        SYS_timer_delete,
-        SYS_timer_getoverrun,
-        SYS_timer_gettime,
-        SYS_timer_settime,
-        SYS_timerfd_create,
-        SYS_timerfd_gettime,
-        SYS_timerfd_settime,
-        SYS_times,
-        SYS_tkill,
-        SYS_uname,
-        SYS_userfaultfd,
-        SYS_vfork,
-        SYS_vmsplice,
-        SYS_wait4,
-        SYS_waitid,
-        SYS_write,
-        SYS_writev,
+        SYS_accept, SYS_accept4, SYS_adjtimex, SYS_alarm, SYS_arch_prctl, SYS_bpf,
+        SYS_clock_adjtime, SYS_clock_getres, SYS_clock_gettime, SYS_clock_nanosleep,
+        SYS_clock_settime, SYS_clone, SYS_clone3, SYS_connect, SYS_epoll_pwait, SYS_epoll_pwait2,
+        SYS_epoll_wait, SYS_exit, SYS_exit_group, SYS_fcntl, SYS_flock, SYS_fork, SYS_futex,
+        SYS_futex_waitv, SYS_getcpu, SYS_getitimer, SYS_getrandom, SYS_getrusage, SYS_gettimeofday,
+        SYS_io_uring_enter, SYS_io_uring_register, SYS_io_uring_setup, SYS_kill,
+        SYS_mq_timedreceive, SYS_mq_timedsend, SYS_msgrcv, SYS_msgsnd, SYS_nanosleep, SYS_pause,
+        SYS_perf_event_open, SYS_personality, SYS_pidfd_send_signal, SYS_poll, SYS_ppoll,
+        SYS_prctl, SYS_pselect6, SYS_ptrace, SYS_read, SYS_readv, SYS_recvfrom, SYS_recvmmsg,
+        SYS_recvmsg, SYS_rseq, SYS_rt_sigqueueinfo, SYS_rt_sigsuspend, SYS_rt_sigtimedwait,
+        SYS_rt_tgsigqueueinfo, SYS_sched_getaffinity, SYS_sched_setaffinity, SYS_sched_yield,
+        SYS_select, SYS_semop, SYS_semtimedop, SYS_sendfile, SYS_sendmmsg, SYS_sendmsg, SYS_sendto,
+        SYS_set_tid_address, SYS_setitimer, SYS_settimeofday, SYS_splice, SYS_sysinfo, SYS_tee,
+        SYS_tgkill, SYS_time, SYS_timer_create, SYS_timer_delete, SYS_timer_getoverrun,
+        SYS_timer_gettime, SYS_timer_settime, SYS_timerfd_create, SYS_timerfd_gettime,
+        SYS_timerfd_settime, SYS_times, SYS_tkill, SYS_uname, SYS_userfaultfd, SYS_vfork,
+        SYS_vmsplice, SYS_wait4, SYS_waitid, SYS_write, SYS_writev, ADDR_NO_RANDOMIZE,
+        CLONE_CHILD_CLEARTID, CLONE_VFORK, CLONE_VM, F_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_SETLK,
+        F_SETLKW, F_UNLCK, GRND_NONBLOCK, GRND_RANDOM, MSG_DONTWAIT, RUSAGE_CHILDREN, RUSAGE_SELF,
+        RUSAGE_THREAD, SIGALRM, SIGCHLD, WNOHANG,
     };
 }
 
@@ -186,18 +94,42 @@ fn route(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
         | SYS_set_tid_address | SYS_exit | SYS_exit_group | SYS_ptrace => {
             process::handle(s, tid, a, regs)
         }
-        SYS_kill | SYS_tkill | SYS_tgkill | SYS_rt_sigqueueinfo | SYS_rt_tgsigqueueinfo
-        | SYS_pidfd_send_signal | SYS_pause | SYS_rt_sigsuspend | SYS_rt_sigtimedwait => {
-            signal::handle(s, tid, a, regs)
-        }
-        SYS_getrandom | SYS_uname | SYS_sched_getaffinity | SYS_sched_setaffinity
-        | SYS_getcpu | SYS_sysinfo | SYS_rseq | SYS_sched_yield | SYS_prctl | SYS_arch_prctl
-        | SYS_personality | SYS_io_uring_setup | SYS_io_uring_enter | SYS_io_uring_register
-        | SYS_userfaultfd | SYS_perf_event_open | SYS_timerfd_create | SYS_timerfd_settime
-        | SYS_timerfd_gettime | SYS_semop | SYS_semtimedop | SYS_msgsnd | SYS_msgrcv
-        | SYS_mq_timedsend | SYS_mq_timedreceive | SYS_futex_waitv | SYS_bpf => {
-            misc::handle(s, tid, a, regs)
-        }
+        SYS_kill
+        | SYS_tkill
+        | SYS_tgkill
+        | SYS_rt_sigqueueinfo
+        | SYS_rt_tgsigqueueinfo
+        | SYS_pidfd_send_signal
+        | SYS_pause
+        | SYS_rt_sigsuspend
+        | SYS_rt_sigtimedwait => signal::handle(s, tid, a, regs),
+        SYS_getrandom
+        | SYS_uname
+        | SYS_sched_getaffinity
+        | SYS_sched_setaffinity
+        | SYS_getcpu
+        | SYS_sysinfo
+        | SYS_rseq
+        | SYS_sched_yield
+        | SYS_prctl
+        | SYS_arch_prctl
+        | SYS_personality
+        | SYS_io_uring_setup
+        | SYS_io_uring_enter
+        | SYS_io_uring_register
+        | SYS_userfaultfd
+        | SYS_perf_event_open
+        | SYS_timerfd_create
+        | SYS_timerfd_settime
+        | SYS_timerfd_gettime
+        | SYS_semop
+        | SYS_semtimedop
+        | SYS_msgsnd
+        | SYS_msgrcv
+        | SYS_mq_timedsend
+        | SYS_mq_timedreceive
+        | SYS_futex_waitv
+        | SYS_bpf => misc::handle(s, tid, a, regs),
         _ => misc::unknown(s, a),
     }
 }
@@ -246,7 +178,11 @@ pub fn on_syscall_exit(s: &mut Supervisor, tid: pid_t) {
     let Ok(regs) = sys::get_regs(tid) else { return };
     match post {
         Post::None => s.continue_running(tid),
-        Post::Wait { opts_arg, orig, infop } => process::wait_exit(s, tid, regs, opts_arg, orig, infop),
+        Post::Wait {
+            opts_arg,
+            orig,
+            infop,
+        } => process::wait_exit(s, tid, regs, opts_arg, orig, infop),
         Post::Kill { sig, target } => signal::kill_exit(s, tid, sig, target),
         Post::ToExit => s.continue_running(tid),
     }

@@ -18,13 +18,6 @@ pub fn ns_tid(tid: pid_t) -> Option<pid_t> {
     line.split_whitespace().last()?.parse().ok()
 }
 
-/// Name of the syscall a thread is blocked in, from /proc.
-pub fn current_syscall(tid: pid_t) -> Option<String> {
-    let s = std::fs::read_to_string(format!("/proc/{tid}/syscall")).ok()?;
-    let nr: i64 = s.split_whitespace().next()?.parse().ok()?;
-    Some(crate::sysnames::name(nr).unwrap_or("?").to_string())
-}
-
 /// At an interrupt stop: was the thread inside a syscall (which the kernel
 /// will restart when it resumes)?
 pub fn was_in_syscall(tid: pid_t) -> bool {
@@ -40,7 +33,11 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
     match a.nr {
         SYS_clone => {
             let flags = x[0];
-            let ctid = if flags & CLONE_CHILD_CLEARTID as u64 != 0 { x[3] } else { 0 };
+            let ctid = if flags & CLONE_CHILD_CLEARTID as u64 != 0 {
+                x[3]
+            } else {
+                0
+            };
             if let Some(t) = s.threads.get_mut(&tid) {
                 t.pending_clone = Some((flags, ctid));
             }
@@ -57,17 +54,27 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
             }
             let flags = u64::from_ne_bytes(b[0..8].try_into().unwrap_or([0; 8]));
             let child_tid = u64::from_ne_bytes(b[16..24].try_into().unwrap_or([0; 8]));
-            let ctid = if flags & CLONE_CHILD_CLEARTID as u64 != 0 { child_tid } else { 0 };
+            let ctid = if flags & CLONE_CHILD_CLEARTID as u64 != 0 {
+                child_tid
+            } else {
+                0
+            };
             if let Some(t) = s.threads.get_mut(&tid) {
                 t.pending_clone = Some((flags, ctid));
             }
-            if flags & CLONE_UNTRACED != 0 && sys::write_u64(tid, x[0], flags & !CLONE_UNTRACED).is_err() {
+            if flags & CLONE_UNTRACED != 0
+                && sys::write_u64(tid, x[0], flags & !CLONE_UNTRACED).is_err()
+            {
                 return Out::Ret(EFAULT);
             }
             Out::Pass
         }
         SYS_fork | SYS_vfork => {
-            let flags = if a.nr == SYS_vfork { (CLONE_VFORK | CLONE_VM) as u64 } else { 0 } | SIGCHLD as u64;
+            let flags = if a.nr == SYS_vfork {
+                (CLONE_VFORK | CLONE_VM) as u64
+            } else {
+                0
+            } | SIGCHLD as u64;
             if let Some(t) = s.threads.get_mut(&tid) {
                 t.pending_clone = Some((flags, 0));
             }
@@ -94,10 +101,18 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
             }
             sys::set_arg(&mut regs, opts_arg, orig | WNOHANG as u64);
             let infop = if a.nr == SYS_waitid { x[2] } else { 0 };
-            Out::Exit(regs, Post::Wait { opts_arg, orig, infop })
+            Out::Exit(
+                regs,
+                Post::Wait {
+                    opts_arg,
+                    orig,
+                    infop,
+                },
+            )
         }
         SYS_ptrace => {
-            s.stats.hazard("refused", "ptrace by a guest refused with EPERM");
+            s.stats
+                .hazard("refused", "ptrace by a guest refused with EPERM");
             Out::Ret(EPERM)
         }
         _ => Out::Pass,
@@ -105,7 +120,14 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
 }
 
 /// Exit stop of a wait made non-blocking: park if nothing was ready.
-pub fn wait_exit(s: &mut Supervisor, tid: pid_t, regs: Regs, opts_arg: usize, orig: u64, infop: u64) {
+pub fn wait_exit(
+    s: &mut Supervisor,
+    tid: pid_t,
+    regs: Regs,
+    opts_arg: usize,
+    orig: u64,
+    infop: u64,
+) {
     let r = regs.rax as i64;
     let nothing = if regs.orig_rax as i64 == libc::SYS_waitid {
         r == 0 && infop != 0 && sys::read_u32(tid, infop + 16).is_ok_and(|pid| pid == 0)
@@ -132,7 +154,9 @@ pub fn on_clone_event(s: &mut Supervisor, tid: pid_t, event: i32) {
         let _ = sys::cont(tid, 0);
         return;
     };
-    let Some(parent) = s.threads.get_mut(&tid) else { return };
+    let Some(parent) = s.threads.get_mut(&tid) else {
+        return;
+    };
     let (flags, ctid) = parent.pending_clone.take().unwrap_or((0, 0));
     let pproc = parent.proc;
     let is_thread = flags & libc::CLONE_THREAD as u64 != 0;

@@ -16,20 +16,38 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
     match a.nr {
         SYS_kill | SYS_tkill | SYS_rt_sigqueueinfo | SYS_pidfd_send_signal => {
             let sig = x[1] as i32;
-            Out::Exit(regs, Post::Kill { sig, target: x[0] as i32 as i64 })
+            Out::Exit(
+                regs,
+                Post::Kill {
+                    sig,
+                    target: x[0] as i32 as i64,
+                },
+            )
         }
         SYS_tgkill | SYS_rt_tgsigqueueinfo => {
             let sig = x[2] as i32;
-            Out::Exit(regs, Post::Kill { sig, target: x[0] as i32 as i64 })
+            Out::Exit(
+                regs,
+                Post::Kill {
+                    sig,
+                    target: x[0] as i32 as i64,
+                },
+            )
         }
         SYS_pause => wait_signal(s, tid, None, None),
         SYS_rt_sigsuspend => {
-            let Ok(mask) = sys::read_u64(tid, x[0]) else { return Out::Ret(EFAULT) };
+            let Ok(mask) = sys::read_u64(tid, x[0]) else {
+                return Out::Ret(EFAULT);
+            };
             wait_signal(s, tid, Some(mask), None)
         }
         SYS_rt_sigtimedwait => {
-            let Ok(set) = sys::read_u64(tid, x[0]) else { return Out::Ret(EFAULT) };
-            let Some(st) = sys::sig_state(tid) else { return Out::Pass };
+            let Ok(set) = sys::read_u64(tid, x[0]) else {
+                return Out::Ret(EFAULT);
+            };
+            let Some(st) = sys::sig_state(tid) else {
+                return Out::Pass;
+            };
             if (st.pending | st.shared) & (set | !st.blocked) != 0 {
                 return Out::Pass; // a signal is there: the real call returns at once
             }
@@ -51,7 +69,9 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
 }
 
 fn wait_signal(s: &mut Supervisor, tid: pid_t, mask: Option<u64>, deadline: Option<u64>) -> Out {
-    let Some(st) = sys::sig_state(tid) else { return Out::Pass };
+    let Some(st) = sys::sig_state(tid) else {
+        return Out::Pass;
+    };
     let m = mask.unwrap_or(st.blocked);
     if st.deliverable(m) != 0 {
         return Out::Pass;
@@ -81,7 +101,11 @@ impl Supervisor {
             .iter()
             .filter(|p| p.alive && (if self.namespaces { p.tgid_ns() } else { p.tgid }) == ns_pid)
             .flat_map(|p| {
-                let proc = self.procs.iter().position(|q| q.tgid == p.tgid).unwrap_or(0) as u32;
+                let proc = self
+                    .procs
+                    .iter()
+                    .position(|q| q.tgid == p.tgid)
+                    .unwrap_or(0) as u32;
                 self.world
                     .threads_of(proc)
                     .iter()
@@ -94,7 +118,9 @@ impl Supervisor {
         for v in victims {
             while self.threads.contains_key(&v) {
                 match sys::wait_pid(v, 0) {
-                    Ok((_, st)) if libc::WIFEXITED(st) || libc::WIFSIGNALED(st) => self.death(v, st),
+                    Ok((_, st)) if libc::WIFEXITED(st) || libc::WIFSIGNALED(st) => {
+                        self.death(v, st)
+                    }
                     Ok(_) => {
                         let _ = sys::cont(v, 0);
                     }
@@ -116,7 +142,8 @@ pub fn on_signal(s: &mut Supervisor, tid: pid_t, sig: i32) {
         // Job control inside the sandbox is not virtualized: ignoring a
         // stop keeps the turn well-defined.
         libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU => {
-            s.stats.hazard("job-control", "stop signals inside the sandbox are ignored");
+            s.stats
+                .hazard("job-control", "stop signals inside the sandbox are ignored");
             0
         }
         x => x,

@@ -28,7 +28,11 @@ fn tv_ns(sec: i64, usec: i64) -> Option<u64> {
     if sec < 0 || !(0..1_000_000).contains(&usec) {
         return None;
     }
-    Some((sec as u64).saturating_mul(NS).saturating_add(usec as u64 * 1000))
+    Some(
+        (sec as u64)
+            .saturating_mul(NS)
+            .saturating_add(usec as u64 * 1000),
+    )
 }
 
 /// Read a timespec argument as nanoseconds, or the errno to return.
@@ -93,7 +97,10 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
         }
         SYS_gettimeofday => {
             let now = s.world.clock.realtime();
-            if x[0] != 0 && sys::write_pair(tid, x[0], (now / NS) as i64, ((now % NS) / 1000) as i64).is_err() {
+            if x[0] != 0
+                && sys::write_pair(tid, x[0], (now / NS) as i64, ((now % NS) / 1000) as i64)
+                    .is_err()
+            {
                 return Out::Ret(EFAULT);
             }
             if x[1] != 0 && sys::write_u64(tid, x[1], 0).is_err() {
@@ -136,13 +143,22 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
             }
         }
         SYS_alarm => {
-            let spec = TimerSpec { signal: SIGALRM, target: SigTarget::Process, value: 0, realtime: false };
-            let (old, _) = s.world.set_timer(proc, ITIMER_REAL_ID, spec, x[0] as u32 as u64 * NS, 0);
+            let spec = TimerSpec {
+                signal: SIGALRM,
+                target: SigTarget::Process,
+                value: 0,
+                realtime: false,
+            };
+            let (old, _) =
+                s.world
+                    .set_timer(proc, ITIMER_REAL_ID, spec, x[0] as u32 as u64 * NS, 0);
             // Rounded up to whole seconds, as the kernel does.
             Out::Ret(old.div_ceil(NS) as i64)
         }
         SYS_setitimer => {
-            let Some(id) = itimer_id(x[0]) else { return Out::Ret(EINVAL) };
+            let Some(id) = itimer_id(x[0]) else {
+                return Out::Ret(EINVAL);
+            };
             let mut b = [0u8; 32];
             if x[1] != 0 && sys::read_mem(tid, x[1], &mut b).is_err() {
                 return Out::Ret(EFAULT);
@@ -151,7 +167,12 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
             let (Some(interval), Some(value)) = (tv_ns(f(0), f(8)), tv_ns(f(16), f(24))) else {
                 return Out::Ret(EINVAL);
             };
-            let spec = TimerSpec { signal: itimer_signal(id), target: SigTarget::Process, value: 0, realtime: false };
+            let spec = TimerSpec {
+                signal: itimer_signal(id),
+                target: SigTarget::Process,
+                value: 0,
+                realtime: false,
+            };
             let (ov, oi) = s.world.set_timer(proc, id, spec, value, interval);
             if x[2] != 0 && write_itimerval(tid, x[2], oi, ov).is_err() {
                 return Out::Ret(EFAULT);
@@ -159,7 +180,9 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
             Out::Ret(0)
         }
         SYS_getitimer => {
-            let Some(id) = itimer_id(x[0]) else { return Out::Ret(EINVAL) };
+            let Some(id) = itimer_id(x[0]) else {
+                return Out::Ret(EINVAL);
+            };
             let (v, i) = s.world.get_timer(proc, id);
             match write_itimerval(tid, x[1], i, v) {
                 Ok(()) => Out::Ret(0),
@@ -182,7 +205,11 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
             };
             if x[1] & TIMER_ABSTIME != 0 && value != 0 {
                 // Absolute on the timer's clock; realtime timers were mapped.
-                let base = if spec.realtime { s.world.clock.realtime() } else { s.world.clock.monotonic() };
+                let base = if spec.realtime {
+                    s.world.clock.realtime()
+                } else {
+                    s.world.clock.monotonic()
+                };
                 value = value.saturating_sub(base).max(1);
             }
             let (ov, oi) = s.world.set_timer(proc, id, spec, value, interval);
@@ -232,7 +259,10 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
         SYS_getrusage => {
             let who = x[0] as i32;
             let ns = match who {
-                RUSAGE_THREAD => s.threads.get(&tid).map_or(0, |t| s.world.thread_cpu_ns(t.vt)),
+                RUSAGE_THREAD => s
+                    .threads
+                    .get(&tid)
+                    .map_or(0, |t| s.world.thread_cpu_ns(t.vt)),
                 RUSAGE_SELF => s.world.proc_cpu_ns(proc),
                 RUSAGE_CHILDREN => 0,
                 _ => return Out::Ret(EINVAL),
@@ -248,7 +278,13 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
         }
         // Setting the clock would change the host's.
         _ => {
-            s.stats.hazard("refused", format!("{} refused with EPERM", crate::sysnames::name(a.nr).unwrap_or("?")));
+            s.stats.hazard(
+                "refused",
+                format!(
+                    "{} refused with EPERM",
+                    crate::sysnames::name(a.nr).unwrap_or("?")
+                ),
+            );
             Out::Ret(EPERM)
         }
     }
@@ -282,12 +318,22 @@ const SIGEV_SIGNAL: i32 = 0;
 const SIGEV_NONE: i32 = 1;
 const SIGEV_THREAD_ID: i32 = 4;
 
-fn timer_create(s: &mut Supervisor, tid: pid_t, proc: detrun_scheduler::ProcId, x: [u64; 6]) -> Out {
+fn timer_create(
+    s: &mut Supervisor,
+    tid: pid_t,
+    proc: detrun_scheduler::ProcId,
+    x: [u64; 6],
+) -> Out {
     if ClockId::from_linux(x[0] as i32 as i64).is_none() {
         return Out::Ret(EINVAL);
     }
     let realtime = ClockId::from_linux(x[0] as i32 as i64) == Some(ClockId::Realtime);
-    let mut spec = TimerSpec { signal: libc::SIGALRM, target: SigTarget::Process, value: 0, realtime };
+    let mut spec = TimerSpec {
+        signal: libc::SIGALRM,
+        target: SigTarget::Process,
+        value: 0,
+        realtime,
+    };
     let mut value_is_id = true;
     if x[1] != 0 {
         // struct sigevent: sigev_value (8), sigev_signo (4), sigev_notify (4), _tid (4)
