@@ -11,6 +11,8 @@ EXAMPLES:
     detrun -- ./my-test                    run once, seed 0
     detrun --seed 42 -- python3 app.py     another reproducible history
     detrun --chaos --seed 7 -- ./flaky     a chaotic (but reproducible) schedule
+    detrun --pct=3 --seed 9 -- ./flaky     PCT schedule of depth 3
+    detrun --trace t.jsonl -- ./prog       write the schedule trace
     detrun --summary -- sh -c 'date; sleep 60; date'
     detrun --strict -- ./ci-step           fail if anything was not deterministic
 
@@ -54,6 +56,22 @@ struct Cli {
     /// Example: --chaos --seed 3
     #[arg(long)]
     chaos: bool,
+
+    /// Probabilistic Concurrency Testing: random thread priorities and
+    /// DEPTH-1 seeded priority-change points (finds bugs of depth DEPTH).
+    /// Example: --pct=3 --seed 12
+    #[arg(long, value_name = "DEPTH", num_args = 0..=1, default_missing_value = "2", conflicts_with = "chaos")]
+    pct: Option<u32>,
+
+    /// Expected number of intercepted events of a run, over which PCT
+    /// spreads its change points. Example: --pct-steps 50000
+    #[arg(long, default_value_t = 20_000)]
+    pct_steps: u64,
+
+    /// Write the schedule trace (decisions and intercepted syscalls, JSON
+    /// lines; same bytes for the same seed). Example: --trace run.jsonl
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
 
     /// Hostname the guest sees. Example: --hostname node1
     #[arg(long, default_value = "detrun")]
@@ -160,6 +178,8 @@ fn run(cli: Cli) -> Result<i32> {
         event_cost_ns: cli.event_cost_ns.max(1),
         quantum: cli.quantum.max(1),
         chaos: cli.chaos,
+        pct: cli.pct.map(|d| (d.clamp(1, 64), cli.pct_steps.max(1))),
+        trace: cli.trace.clone(),
         hostname: cli.hostname.clone(),
         ncpus: cli.cpus.clamp(1, 64),
         cpu: cli.cpu,
@@ -178,9 +198,6 @@ fn run(cli: Cli) -> Result<i32> {
     if let Some(f) = &cli.summary_json {
         let json = serde_json::to_string_pretty(&summary)?;
         std::fs::write(f, json + "\n").with_context(|| format!("writing {}", f.display()))?;
-    }
-    if let Some(lines) = &summary.deadlock {
-        let _ = lines;
     }
     Ok(code)
 }

@@ -77,8 +77,14 @@ enum State {
 pub enum Policy {
     /// Run a thread until it blocks or uses its quantum, then round-robin.
     RoundRobin,
-    /// Seeded random choice at every scheduling point.
+    /// rr-style chaos: seeded random priorities, re-drawn often, random
+    /// short slices, and occasional starvation of the highest thread.
     Chaos,
+    /// Probabilistic Concurrency Testing (Burckhardt et al., ASPLOS'10):
+    /// random distinct priorities, the highest runnable thread always runs,
+    /// and at `depth - 1` seeded steps the running thread drops to the
+    /// lowest priorities.
+    Pct { depth: u32, steps: u64 },
 }
 
 #[derive(Clone, Debug)]
@@ -106,6 +112,8 @@ impl Default for Config {
 #[derive(Clone, Debug)]
 struct Thread {
     proc: ProcId,
+    /// Priority under Chaos and PCT (higher runs first).
+    prio: u64,
     state: State,
     deadline: Option<u64>,
     wake: Option<WakeReason>,
@@ -192,14 +200,33 @@ pub struct World {
     /// Scheduling decisions made, for the summary and traces.
     pub decisions: u64,
     pub switches: u64,
+    /// Intercepted events so far (PCT steps).
+    steps: u64,
+    /// PCT priority change points, ascending, with the level each sets.
+    change_points: Vec<(u64, u64)>,
+    /// Length of the current slice (Chaos draws it per turn).
+    slice_len: u32,
+}
+
+fn cfg_quantum(cfg: &Config) -> u32 {
+    cfg.quantum.max(1)
 }
 
 impl World {
     pub fn new(cfg: Config) -> World {
         let streams = Streams::new(cfg.seed);
+        let mut sched = streams.stream(Purpose::Sched, 0);
+        let mut change_points = Vec::new();
+        if let Policy::Pct { depth, steps } = cfg.policy {
+            for level in 1..depth.max(1) as u64 {
+                change_points.push((sched.next_u64() % steps.max(1), level));
+            }
+            change_points.sort();
+        }
+        let slice_len = cfg_quantum(&cfg);
         World {
             clock: Clock::new(cfg.epoch_secs, cfg.event_cost_ns),
-            sched: streams.stream(Purpose::Sched, 0),
+            sched,
             streams,
             cfg,
             threads: Vec::new(),
@@ -211,6 +238,9 @@ impl World {
             next_deadline: u64::MAX,
             decisions: 0,
             switches: 0,
+            steps: 0,
+            change_points,
+            slice_len,
         }
     }
 
@@ -241,8 +271,15 @@ impl World {
     /// A new runnable thread in `proc`.
     pub fn add_thread(&mut self, proc: ProcId) -> Tid {
         let id = self.threads.len() as Tid;
+        let prio = match self.cfg.policy {
+            Policy::RoundRobin => 0,
+            // PCT: initial priorities sit above the d-1 change-point levels.
+            Policy::Pct { depth, .. } => depth as u64 + (self.sched.next_u64() >> 8),
+            Policy::Chaos => self.sched.next_u64(),
+        };
         self.threads.push(Thread {
             proc,
+            prio,
             state: State::Runnable,
             deadline: None,
             wake: None,
@@ -317,7 +354,26 @@ impl World {
             self.procs[p].cpu_ns += cost;
         }
         self.slice += 1;
-        self.slice >= self.cfg.quantum
+        self.steps += 1;
+        match self.cfg.policy {
+            Policy::RoundRobin | Policy::Chaos => self.slice >= self.slice_len,
+            Policy::Pct { .. } => {
+                // At a change point the running thread drops to that level.
+                while let Some(&(at, level)) = self.change_points.first() {
+                    if at > self.steps {
+                        break;
+                    }
+                    self.change_points.remove(0);
+                    if let Some(th) = self.threads.get_mut(t as usize) {
+                        th.prio = level;
+                    }
+                }
+                let mine = self.threads.get(t as usize).map_or(0, |th| th.prio);
+                self.threads
+                    .iter()
+                    .any(|o| o.state == State::Runnable && o.prio > mine)
+            }
+        }
     }
 
     pub fn thread_cpu_ns(&self, t: Tid) -> u64 {
@@ -668,13 +724,42 @@ impl World {
             Policy::Chaos => {
                 let c: Vec<Tid> = self.runnable().collect();
                 if c.is_empty() {
-                    None
-                } else {
-                    let i = (self.sched.next_u64() % c.len() as u64) as usize;
-                    Some(c[i])
+                    return None;
                 }
+                let r = self.sched.next_u64();
+                // Re-draw the priority of one thread now and then.
+                if r.is_multiple_of(4) {
+                    let v = c[((r >> 8) % c.len() as u64) as usize];
+                    self.threads[v as usize].prio = self.sched.next_u64();
+                }
+                // Mostly the highest priority runs (starving the others for
+                // a while); sometimes a uniformly random one.
+                let pick = if (r >> 4).is_multiple_of(8) {
+                    c[((r >> 16) % c.len() as u64) as usize]
+                } else {
+                    self.highest(&c)
+                };
+                // Short random slices: 1..=2*quantum/8 events, at least 1.
+                let max = (self.cfg.quantum / 4).clamp(1, 64);
+                self.slice_len = 1 + (self.sched.next_u64() % max as u64) as u32;
+                Some(pick)
+            }
+            Policy::Pct { .. } => {
+                let c: Vec<Tid> = self.runnable().collect();
+                (!c.is_empty()).then(|| self.highest(&c))
             }
         }
+    }
+
+    /// The highest-priority thread of `c` (ties: creation order).
+    fn highest(&self, c: &[Tid]) -> Tid {
+        let mut best = c[0];
+        for &t in c {
+            if self.threads[t as usize].prio > self.threads[best as usize].prio {
+                best = t;
+            }
+        }
+        best
     }
 
     /// Decide who runs next. The caller has already given up the turn of the

@@ -13,6 +13,10 @@ pub struct RunConfig {
     pub event_cost_ns: u64,
     pub quantum: u32,
     pub chaos: bool,
+    /// PCT with this depth (and expected steps), instead of chaos/default.
+    pub pct: Option<(u32, u64)>,
+    /// Write the schedule trace (JSON lines) here.
+    pub trace: Option<PathBuf>,
     pub hostname: String,
     pub ncpus: u32,
     /// Pin supervisor and guest to this CPU; `None` picks the current one.
@@ -42,6 +46,8 @@ impl Default for RunConfig {
             event_cost_ns: 1_000,
             quantum: 10_000,
             chaos: false,
+            pct: None,
+            trace: None,
             hostname: "detrun".into(),
             ncpus: 4,
             cpu: None,

@@ -12,6 +12,7 @@ pub mod summary;
 pub mod supervisor;
 pub mod sys;
 pub mod sysnames;
+pub mod trace;
 pub mod vfiles;
 
 pub use config::RunConfig;

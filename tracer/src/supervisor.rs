@@ -234,6 +234,8 @@ pub struct Supervisor {
     pub cpuid_faulting: bool,
     /// Threads left blocking in the kernel (value unused).
     in_kernel: BTreeMap<pid_t, bool>,
+    /// The schedule trace, when asked for.
+    pub trace: Option<crate::trace::Trace>,
 }
 
 fn wifexited(s: i32) -> bool {
@@ -278,6 +280,7 @@ impl Supervisor {
             kernel_retry: false,
             cpuid_faulting: true,
             in_kernel: BTreeMap::new(),
+            trace: None,
         }
     }
 
@@ -289,6 +292,9 @@ impl Supervisor {
     /// Start the guest and run it to the end. Returns (exit code, summary).
     pub fn run(mut self) -> std::io::Result<(i32, Summary)> {
         let bpf = crate::filter::build().map_err(std::io::Error::other)?;
+        if let Some(path) = &self.cfg.trace {
+            self.trace = Some(crate::trace::Trace::create(path)?);
+        }
         if self.cfg.pin {
             pin_cpu(self.cfg.cpu);
         }
@@ -320,6 +326,9 @@ impl Supervisor {
         self.resumed_at = Instant::now();
         let r = self.event_loop();
         stop_alarm();
+        if let Some(t) = self.trace.as_mut() {
+            t.flush()?;
+        }
         self.kill_all();
         if let Some(rp) = sp.reaper {
             let mut st = 0;
@@ -421,6 +430,9 @@ impl Supervisor {
         match self.world.next_turn() {
             Next::Run(vt) => {
                 let tid = self.vt_tid[vt as usize];
+                if let Some(t) = self.trace.as_mut() {
+                    t.decision(self.world.decisions, self.world.clock.elapsed(), vt);
+                }
                 self.give_turn(tid);
                 true
             }

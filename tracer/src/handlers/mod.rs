@@ -73,6 +73,9 @@ pub enum Out {
 pub fn dispatch(s: &mut Supervisor, tid: pid_t, regs: Regs) {
     let a = Args::from_regs(&regs);
     let out = route(s, tid, &a, regs);
+    if s.trace.is_some() {
+        trace_event(s, tid, &a, &out);
+    }
     apply(s, tid, a.nr, out);
 }
 
@@ -131,6 +134,24 @@ fn route(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
         | SYS_futex_waitv
         | SYS_bpf => misc::handle(s, tid, a, regs),
         _ => misc::unknown(s, a),
+    }
+}
+
+fn trace_event(s: &mut Supervisor, tid: pid_t, a: &Args, out: &Out) {
+    let Some(vt) = s.threads.get(&tid).map(|t| t.vt) else {
+        return;
+    };
+    let result = match out {
+        Out::Ret(v) | Out::Yield(v) => Some(*v),
+        _ => None,
+    };
+    let parked = match out {
+        Out::Park(_, w, _) => Some(w.name()),
+        _ => None,
+    };
+    let t = s.world.clock.elapsed();
+    if let Some(tr) = s.trace.as_mut() {
+        tr.syscall(t, vt, a, result, parked);
     }
 }
 

@@ -1,0 +1,3 @@
+module goguest
+
+go 1.19

@@ -1,0 +1,65 @@
+//! The schedule trace (`--trace FILE`): one JSON object per line, in the
+//! order things happened. Two kinds of record:
+//!
+//! ```text
+//! {"d":12,"t":48000,"run":1}                      scheduling decision 12 at virtual ns 48000: thread 1 runs
+//! {"t":49000,"tid":1,"sys":"futex","args":[...],"ret":0}      an intercepted syscall and its result
+//! {"t":50000,"tid":1,"sys":"read","args":[...],"park":"io"}   ... that parked the thread
+//! ```
+//!
+//! Threads are numbered in creation order (the world's ids), times are
+//! virtual nanoseconds since the start, and "ret" is present when detrun
+//! answered the call itself. Pointer arguments are the guest's addresses,
+//! which are deterministic (ASLR is off). The same seed gives the same bytes.
+
+use crate::sys::Args;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+pub struct Trace {
+    out: BufWriter<std::fs::File>,
+    err: Option<std::io::Error>,
+}
+
+impl Trace {
+    pub fn create(path: &Path) -> std::io::Result<Trace> {
+        Ok(Trace {
+            out: BufWriter::with_capacity(1 << 16, std::fs::File::create(path)?),
+            err: None,
+        })
+    }
+
+    fn put(&mut self, r: std::fmt::Arguments) {
+        if self.err.is_none() {
+            if let Err(e) = self.out.write_fmt(r) {
+                self.err = Some(e);
+            }
+        }
+    }
+
+    pub fn decision(&mut self, n: u64, t: u64, vt: u32) {
+        self.put(format_args!("{{\"d\":{n},\"t\":{t},\"run\":{vt}}}\n"));
+    }
+
+    pub fn syscall(&mut self, t: u64, vt: u32, a: &Args, ret: Option<i64>, park: Option<&str>) {
+        let name = crate::sysnames::name(a.nr).unwrap_or("?");
+        let [a0, a1, a2, a3, a4, a5] = a.a;
+        self.put(format_args!(
+            "{{\"t\":{t},\"tid\":{vt},\"sys\":\"{name}\",\"args\":[{a0},{a1},{a2},{a3},{a4},{a5}]"
+        ));
+        if let Some(r) = ret {
+            self.put(format_args!(",\"ret\":{r}"));
+        }
+        if let Some(p) = park {
+            self.put(format_args!(",\"park\":\"{p}\""));
+        }
+        self.put(format_args!("}}\n"));
+    }
+
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        if let Some(e) = self.err.take() {
+            return Err(e);
+        }
+        self.out.flush()
+    }
+}
