@@ -126,6 +126,7 @@ guests! {
     conf_getdents_sorted,
     conf_mmap,
     conf_fifo,
+    conf_badptr: static,
     // Pipes and sockets.
     conf_pipe,
     conf_big_pipe_write,
