@@ -337,10 +337,20 @@ fn guest_ptrace_is_refused_and_reported() {
     let dir = std::env::temp_dir().join(format!("detrun-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let json = dir.join("ptrace.json");
-    let o = detrun(&["--summary-json", json.to_str().unwrap(), "--", bin.to_str().unwrap()]);
+    let o = detrun(&[
+        "--summary-json",
+        json.to_str().unwrap(),
+        "--",
+        bin.to_str().unwrap(),
+    ]);
     assert_eq!(code(&o), 0);
-    assert!(stdout(&o).starts_with("ptrace: -1 Operation not permitted"), "{}", stdout(&o));
-    let sum: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(
+        stdout(&o).starts_with("ptrace: -1 Operation not permitted"),
+        "{}",
+        stdout(&o)
+    );
+    let sum: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let hazards = sum["hazards"].to_string();
     assert!(hazards.contains("ptrace"), "{hazards}");
     // --strict turns the hazard into a failure.
@@ -352,7 +362,10 @@ fn guest_ptrace_is_refused_and_reported() {
 /// `kill -9 $$` works: the guest is not its namespace's init.
 #[test]
 fn kill_minus_nine_self() {
-    assert_eq!(code(&detrun(&["--", "sh", "-c", "kill -9 $$; echo survived"])), 137);
+    assert_eq!(
+        code(&detrun(&["--", "sh", "-c", "kill -9 $$; echo survived"])),
+        137
+    );
 }
 
 /// The summary counts what happened, in JSON.
@@ -361,12 +374,23 @@ fn summary_json_counts_syscalls_and_virtual_time() {
     let dir = std::env::temp_dir().join(format!("detrun-sum-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let json = dir.join("s.json");
-    let o = detrun(&["--summary-json", json.to_str().unwrap(), "--", "sh", "-c", "sleep 3; echo x | cat"]);
+    let o = detrun(&[
+        "--summary-json",
+        json.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "sleep 3; echo x | cat",
+    ]);
     assert_eq!(code(&o), 0);
-    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert!(s["virtual_ns"].as_u64().unwrap() >= 3_000_000_000, "{s}");
     assert!(s["processes"].as_u64().unwrap() >= 3, "{s}");
-    assert!(s["syscalls"]["clock_nanosleep"].as_u64().unwrap() >= 1, "{s}");
+    assert!(
+        s["syscalls"]["clock_nanosleep"].as_u64().unwrap() >= 1,
+        "{s}"
+    );
     assert_eq!(s["exit_code"], 0);
     let _ = std::fs::remove_dir_all(&dir);
 }

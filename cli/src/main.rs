@@ -102,6 +102,13 @@ struct Cli {
     #[arg(long)]
     strict: bool,
 
+    /// Timestamps of files that existed before the run: `virtual` (one
+    /// fixed instant; files written during the run get virtual times, and
+    /// inode numbers and directory order are virtualized too) or `real`
+    /// (the host's metadata, passed through). Example: --fs-times real
+    #[arg(long, value_name = "POLICY", default_value = "virtual", value_parser = ["virtual", "real"])]
+    fs_times: String,
+
     /// Print the run summary (syscalls, virtual time, hazards) to stderr.
     /// Example: --summary
     #[arg(long)]
@@ -185,6 +192,7 @@ fn run(cli: Cli) -> Result<i32> {
         cpu: cli.cpu,
         pin: !cli.no_pin,
         strict: cli.strict,
+        fs_virtual: cli.fs_times == "virtual",
         namespaces: !cli.no_namespaces,
         watchdog_ms: cli.watchdog_ms.max(10),
         verbose: cli.verbose,

@@ -12,6 +12,7 @@
 
 pub mod clock;
 pub mod cpuid;
+pub mod fsview;
 pub mod rng;
 pub mod world;
 

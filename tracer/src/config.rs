@@ -23,6 +23,8 @@ pub struct RunConfig {
     pub cpu: Option<usize>,
     pub pin: bool,
     pub strict: bool,
+    /// Virtualize inode numbers, timestamps and directory order.
+    pub fs_virtual: bool,
     /// Use PID/UTS/mount namespaces when permitted.
     pub namespaces: bool,
     /// Wall-clock milliseconds a running thread may go without a stop
@@ -53,6 +55,7 @@ impl Default for RunConfig {
             cpu: None,
             pin: true,
             strict: false,
+            fs_virtual: true,
             namespaces: true,
             watchdog_ms: 500,
             verbose: false,

@@ -182,13 +182,19 @@ unsafe fn reaper_main(p: &Prepared, go_r: i32, go_w: i32) -> ! {
             std::ptr::null(),
         );
         for (src, dst) in &p.binds {
-            libc::mount(
+            let r = libc::mount(
                 src.as_ptr(),
                 dst.as_ptr(),
                 std::ptr::null(),
                 libc::MS_BIND,
                 std::ptr::null(),
             );
+            if r != 0 {
+                let m = b"detrun: warning: cannot mount the virtual file over ";
+                libc::write(2, m.as_ptr().cast(), m.len());
+                libc::write(2, dst.as_ptr().cast(), dst.count_bytes());
+                libc::write(2, b"\n".as_ptr().cast(), 1);
+            }
         }
     }
     let g = libc::fork();

@@ -102,6 +102,11 @@ pub enum Post {
     },
     /// A syscall replaced by getpid so that the thread reaches an exit stop.
     ToExit,
+    /// A stat call: rewrite the answer at `buf`.
+    Stat {
+        buf: u64,
+        statx: bool,
+    },
 }
 
 /// A write being continued across partial non-blocking steps.
@@ -236,6 +241,10 @@ pub struct Supervisor {
     in_kernel: BTreeMap<pid_t, bool>,
     /// The schedule trace, when asked for.
     pub trace: Option<crate::trace::Trace>,
+    /// Virtual inode numbers and timestamps.
+    pub fsv: detrun_scheduler::fsview::FsView,
+    /// Sorted listings of directories being read, by (dev, ino).
+    pub dirs: BTreeMap<(u64, u64), Vec<crate::handlers::fs::Dirent>>,
 }
 
 fn wifexited(s: i32) -> bool {
@@ -255,6 +264,8 @@ impl Supervisor {
                 Policy::RoundRobin
             },
         };
+        let cfg_fs_virtual = cfg.fs_virtual;
+        let epoch_ns = cfg.epoch_secs.saturating_mul(1_000_000_000);
         let mut cpuid = CpuidTable::fixed(cfg.ncpus);
         cpuid.restrict_to(crate::handlers::misc::host_cpuid);
         Supervisor {
@@ -281,6 +292,16 @@ impl Supervisor {
             cpuid_faulting: true,
             in_kernel: BTreeMap::new(),
             trace: None,
+            fsv: detrun_scheduler::fsview::FsView::new(
+                if cfg_fs_virtual {
+                    detrun_scheduler::fsview::TimePolicy::Virtual
+                } else {
+                    detrun_scheduler::fsview::TimePolicy::Real
+                },
+                real_now_ns(),
+                epoch_ns,
+            ),
+            dirs: BTreeMap::new(),
         }
     }
 
@@ -291,7 +312,7 @@ impl Supervisor {
 
     /// Start the guest and run it to the end. Returns (exit code, summary).
     pub fn run(mut self) -> std::io::Result<(i32, Summary)> {
-        let bpf = crate::filter::build().map_err(std::io::Error::other)?;
+        let bpf = crate::filter::build(self.cfg.fs_virtual).map_err(std::io::Error::other)?;
         if let Some(path) = &self.cfg.trace {
             self.trace = Some(crate::trace::Trace::create(path)?);
         }
@@ -1160,6 +1181,14 @@ impl ProcInfo {
     pub fn tgid_ns(&self) -> pid_t {
         crate::handlers::process::ns_tid(self.tgid).unwrap_or(self.tgid)
     }
+}
+
+/// The host's realtime clock, read once at start (for telling files that
+/// predate the run from files written during it).
+fn real_now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 fn proc_state(tid: pid_t) -> Option<char> {

@@ -1,7 +1,9 @@
-//! Files of the virtual machine: generated at start and bind-mounted
-//! read-only over the host's in the guest's private mount namespace, so the
-//! guest's `sysconf(_SC_NPROCESSORS_*)` and friends agree with its virtual
-//! CPU count. Without a mount namespace the host's files show through (and
+//! Files of the virtual machine: generated at start and bind-mounted over
+//! the host's in the guest's private mount namespace, so the guest's
+//! `sysconf(_SC_NPROCESSORS_*)`, `nproc`, `free`, `uptime` and
+//! `/proc/sys/kernel/random/{uuid,boot_id}` are functions of the seed and
+//! agree with the virtual CPU count. These files are static: `uuid` reads
+//! the same value all run long and `/proc/uptime` does not advance. Without a mount namespace the host's files show through (and
 //! the summary says PIDs were not virtualized either).
 
 use crate::config::RunConfig;
@@ -12,7 +14,84 @@ pub const FILES: &[(&str, &str)] = &[
     ("cpu-online", "/sys/devices/system/cpu/online"),
     ("cpu-possible", "/sys/devices/system/cpu/possible"),
     ("cpu-present", "/sys/devices/system/cpu/present"),
+    ("boot_id", "/proc/sys/kernel/random/boot_id"),
+    ("uuid", "/proc/sys/kernel/random/uuid"),
+    ("uptime", "/proc/uptime"),
+    ("loadavg", "/proc/loadavg"),
+    ("meminfo", "/proc/meminfo"),
+    ("cpuinfo", "/proc/cpuinfo"),
+    ("stat", "/proc/stat"),
 ];
+
+/// A version-4 UUID from 16 seeded bytes.
+fn uuid(b: [u8; 16]) -> String {
+    let mut b = b;
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}\n",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// The generated contents, by file name.
+pub fn contents(cfg: &RunConfig) -> Vec<(&'static str, String)> {
+    use detrun_scheduler::{Purpose, Streams};
+    use rand_core::RngCore;
+    let n = cfg.ncpus.max(1);
+    let range = if n == 1 {
+        "0\n".to_string()
+    } else {
+        format!("0-{}\n", n - 1)
+    };
+    let streams = Streams::new(cfg.seed);
+    let id = |i: u64| {
+        let mut b = [0u8; 16];
+        streams.stream(Purpose::Ident, i).fill_bytes(&mut b);
+        uuid(b)
+    };
+    let mut cpuinfo = String::new();
+    for i in 0..n {
+        cpuinfo.push_str(&format!(
+            "processor\t: {i}\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 158\n\
+             model name\t: detrun virtual CPU @ 2.00GHz\nstepping\t: 10\ncpu MHz\t\t: 2000.000\n\
+             cache size\t: 32768 KB\nphysical id\t: 0\nsiblings\t: {n}\ncore id\t\t: {i}\n\
+             cpu cores\t: {n}\nflags\t\t: fpu tsc cx8 cmov sse sse2 sse3 ssse3 sse4_1 sse4_2 popcnt avx avx2\n\
+             bogomips\t: 4000.00\n\n"
+        ));
+    }
+    let mut stat = String::from("cpu  0 0 0 0 0 0 0 0 0 0\n");
+    for i in 0..n {
+        stat.push_str(&format!("cpu{i} 0 0 0 0 0 0 0 0 0 0\n"));
+    }
+    let boot = cfg.epoch_secs.saturating_sub(100);
+    stat.push_str(&format!(
+        "intr 0\nctxt 0\nbtime {boot}\nprocesses 1\nprocs_running 1\nprocs_blocked 0\n"
+    ));
+    let meminfo =
+        "MemTotal:        4194304 kB\nMemFree:         2097152 kB\nMemAvailable:    3145728 kB\n\
+Buffers:               0 kB\nCached:           524288 kB\nSwapCached:            0 kB\n\
+Active:           524288 kB\nInactive:         524288 kB\nShmem:                 0 kB\n\
+SReclaimable:          0 kB\nSwapTotal:             0 kB\nSwapFree:              0 kB\n"
+            .to_string();
+    vec![
+        ("cpu-online", range.clone()),
+        ("cpu-possible", range.clone()),
+        ("cpu-present", range),
+        ("boot_id", id(0)),
+        ("uuid", id(1)),
+        ("uptime", "100.00 400.00\n".into()),
+        ("loadavg", "0.00 0.00 0.00 1/64 2\n".into()),
+        ("meminfo", meminfo),
+        ("cpuinfo", cpuinfo),
+        ("stat", stat),
+    ]
+}
 
 /// A temporary directory removed when dropped.
 pub struct FilesDir(PathBuf);
@@ -22,14 +101,8 @@ impl FilesDir {
         let base = std::env::temp_dir().join(format!("detrun-{}", std::process::id()));
         std::fs::create_dir_all(&base)?;
         let dir = FilesDir(base);
-        let n = cfg.ncpus.max(1);
-        let range = if n == 1 {
-            "0\n".to_string()
-        } else {
-            format!("0-{}\n", n - 1)
-        };
-        for name in ["cpu-online", "cpu-possible", "cpu-present"] {
-            std::fs::write(dir.0.join(name), &range)?;
+        for (name, text) in contents(cfg) {
+            std::fs::write(dir.0.join(name), text)?;
         }
         Ok(dir)
     }
