@@ -27,15 +27,56 @@ EXIT STATUS:
 Same binary + arguments + environment + files + seed => same output.
 Time, randomness, CPU identity, thread interleaving and PIDs are virtual.";
 
+mod analyze;
+mod hunt;
+
 /// Deterministic execution sandbox: run PROGRAM so that every run with the
 /// same seed is the same run.
 #[derive(Parser, Debug)]
-#[command(name = "detrun", version, after_help = AFTER_HELP)]
+#[command(
+    name = "detrun",
+    version,
+    after_help = AFTER_HELP,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
 struct Cli {
-    /// Seed of the virtual world (time, randomness, schedule).
-    /// Example: --seed 1337
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    #[command(subcommand)]
+    sub: Option<Sub>,
+
+    #[command(flatten)]
+    run: RunArgs,
+
+    /// The program and its arguments. Example: -- ./server --port 8080
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM"
+    )]
+    command: Vec<OsString>,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Sub {
+    /// Run a command under many seeds, J at a time, and report the failing
+    /// ones grouped by failure. Example: detrun hunt --runs 500 -j 2 -- ./flaky
+    Hunt(hunt::HuntArgs),
+    /// Run the history of one seed again (optionally twice, comparing).
+    /// Example: detrun replay --seed 1337 --policy chaos --verify -- ./flaky
+    Replay(hunt::ReplayArgs),
+    /// Find the scheduling decision that makes a failing seed fail.
+    /// Example: detrun analyze --seed 1337 -- ./flaky
+    Analyze(analyze::AnalyzeArgs),
+}
+
+/// Options of one run (also accepted by `replay`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Seed of the virtual world (time, randomness, schedule); default 0, or
+    /// the seed recorded in --schedule. Example: --seed 1337
+    #[arg(long)]
+    seed: Option<u64>,
 
     /// Realtime clock at the start, in seconds since the Unix epoch
     /// (default 2024-01-01T00:00:00Z). Example: --epoch 1700000000
@@ -128,14 +169,15 @@ struct Cli {
     #[arg(long, short)]
     verbose: bool,
 
-    /// The program and its arguments. Example: -- ./server --port 8080
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "PROGRAM"
-    )]
-    command: Vec<OsString>,
+    /// Follow this schedule file's turns first (see `--record-schedule`),
+    /// then the default policy. Example: --schedule fail.sched
+    #[arg(long, value_name = "FILE")]
+    schedule: Option<PathBuf>,
+
+    /// Write the turns this run took as a schedule file (format v1, see the
+    /// README). Example: --record-schedule run.sched
+    #[arg(long, value_name = "FILE")]
+    record_schedule: Option<PathBuf>,
 }
 
 /// Find `prog` the way a shell would. Errors carry the exit code.
@@ -169,18 +211,39 @@ fn resolve(prog: &OsString) -> std::result::Result<PathBuf, (i32, String)> {
     Err(denied.unwrap_or((127, format!("detrun: {name}: command not found"))))
 }
 
-fn run(cli: Cli) -> Result<i32> {
-    let program = match resolve(&cli.command[0]) {
+/// Run `command` once under `cli` in this process. Returns the exit code.
+pub fn run(cli: &RunArgs, command: &[OsString]) -> Result<i32> {
+    let Some(first) = command.first() else {
+        eprintln!("detrun: no program given (usage: detrun [OPTIONS] -- PROGRAM [ARGS...])");
+        return Ok(EXIT_INTERNAL);
+    };
+    let program = match resolve(first) {
         Ok(p) => p,
         Err((code, msg)) => {
             eprintln!("{msg}");
             return Ok(code);
         }
     };
+    let mut script = None;
+    let mut seed = cli.seed.unwrap_or(0);
+    if let Some(f) = &cli.schedule {
+        let sc = detrun_tracer::schedule::Schedule::load(f).map_err(anyhow::Error::msg)?;
+        if cli.seed.is_none() {
+            seed = sc.seed;
+        }
+        script = Some(sc.turns);
+    }
+    let policy_name = match (cli.pct, cli.chaos) {
+        (Some(d), _) => format!("pct={d}"),
+        (None, true) => "chaos".to_string(),
+        (None, false) => "default".to_string(),
+    };
     let cfg = RunConfig {
         program,
-        argv: cli.command.clone(),
-        seed: cli.seed,
+        argv: command.to_vec(),
+        seed,
+        script,
+        record_schedule: cli.record_schedule.clone().map(|p| (p, policy_name)),
         epoch_secs: cli.epoch,
         event_cost_ns: cli.event_cost_ns.max(1),
         quantum: cli.quantum.max(1),
@@ -212,7 +275,13 @@ fn run(cli: Cli) -> Result<i32> {
 
 fn main() {
     let cli = Cli::parse();
-    let code = match run(cli) {
+    let r = match &cli.sub {
+        Some(Sub::Hunt(h)) => hunt::hunt(h),
+        Some(Sub::Replay(r)) => hunt::replay(r),
+        Some(Sub::Analyze(a)) => analyze::analyze(a),
+        None => run(&cli.run, &cli.command),
+    };
+    let code = match r {
         Ok(c) => c,
         Err(e) => {
             eprintln!("detrun: {e:#}");

@@ -164,6 +164,16 @@ struct Proc {
     timers: BTreeMap<i32, Timer>,
 }
 
+/// One turn of the schedule: `tid` ran `events` intercepted events;
+/// `preempted` when the turn ended because the policy took it away (rather
+/// than the thread blocking, yielding or exiting by itself).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    pub tid: Tid,
+    pub events: u32,
+    pub preempted: bool,
+}
+
 /// What the tracer should do next.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Next {
@@ -206,6 +216,15 @@ pub struct World {
     change_points: Vec<(u64, u64)>,
     /// Length of the current slice (Chaos draws it per turn).
     slice_len: u32,
+    /// The turns taken so far, for `--record-schedule`.
+    pub recorded: Vec<Segment>,
+    /// A schedule to follow (`--schedule`); after it, the policy decides.
+    script: Vec<Segment>,
+    script_pos: usize,
+    /// Set when the script named a thread that could not run.
+    pub diverged: Option<u64>,
+    /// The current turn was given by the script.
+    scripted: bool,
 }
 
 fn cfg_quantum(cfg: &Config) -> u32 {
@@ -241,7 +260,18 @@ impl World {
             steps: 0,
             change_points,
             slice_len,
+            recorded: Vec::new(),
+            script: Vec::new(),
+            script_pos: 0,
+            diverged: None,
+            scripted: false,
         }
+    }
+
+    /// Follow `script` turn by turn before handing over to the policy.
+    pub fn set_script(&mut self, script: Vec<Segment>) {
+        self.script = script;
+        self.script_pos = 0;
     }
 
     pub fn config(&self) -> &Config {
@@ -355,6 +385,22 @@ impl World {
         }
         self.slice += 1;
         self.steps += 1;
+        if let Some(seg) = self.recorded.last_mut() {
+            seg.events += 1;
+        }
+        let expired = self.policy_expired(t);
+        if expired {
+            if let Some(seg) = self.recorded.last_mut() {
+                seg.preempted = true;
+            }
+        }
+        expired
+    }
+
+    fn policy_expired(&mut self, t: Tid) -> bool {
+        if self.scripted {
+            return self.slice >= self.slice_len;
+        }
         match self.cfg.policy {
             Policy::RoundRobin | Policy::Chaos => self.slice >= self.slice_len,
             Policy::Pct { .. } => {
@@ -713,6 +759,30 @@ impl World {
     }
 
     fn pick(&mut self) -> Option<Tid> {
+        self.scripted = false;
+        if self.script_pos < self.script.len() && self.diverged.is_none() {
+            let seg = self.script[self.script_pos];
+            let ok = self
+                .threads
+                .get(seg.tid as usize)
+                .is_some_and(|t| t.state == State::Runnable);
+            if ok {
+                self.script_pos += 1;
+                self.scripted = true;
+                self.slice_len = if seg.preempted {
+                    seg.events.max(1)
+                } else {
+                    u32::MAX
+                };
+                return Some(seg.tid);
+            }
+            // Nothing can run yet: time must move first.
+            self.runnable().next()?;
+            self.diverged = Some(self.script_pos as u64);
+        }
+        if self.cfg.policy == Policy::RoundRobin {
+            self.slice_len = self.cfg.quantum.max(1);
+        }
         let n = self.threads.len() as Tid;
         match self.cfg.policy {
             Policy::RoundRobin => {
@@ -776,6 +846,11 @@ impl World {
                 self.current = Some(t);
                 self.last = Some(t);
                 self.slice = 0;
+                self.recorded.push(Segment {
+                    tid: t,
+                    events: 0,
+                    preempted: false,
+                });
                 return Next::Run(t);
             }
             if self.threads.iter().all(|t| t.state == State::Dead) {

@@ -2,7 +2,7 @@
 //! thread events, (1) the same seed gives the same decisions, (2) a policy
 //! never picks a parked or dead thread, (3) virtual time never goes back.
 
-use detrun_scheduler::{Config, FutexKey, Next, Policy, Tid, Wait, World};
+use detrun_scheduler::{Config, FutexKey, Next, Policy, Segment, Tid, Wait, World};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -42,12 +42,25 @@ fn policy() -> impl Strategy<Value = Policy> {
 /// Drive a world with `ops`; returns the decisions it made. Panics if an
 /// invariant breaks.
 fn drive(seed: u64, policy: Policy, ops: &[Op]) -> Vec<Tid> {
+    drive_scripted(seed, policy, ops, None).0
+}
+
+/// Like `drive`, following `script` if given; also returns the recorded turns.
+fn drive_scripted(
+    seed: u64,
+    policy: Policy,
+    ops: &[Op],
+    script: Option<Vec<Segment>>,
+) -> (Vec<Tid>, Vec<Segment>) {
     let mut w = World::new(Config {
         seed,
         policy,
         quantum: 5,
         ..Config::default()
     });
+    if let Some(s) = script {
+        w.set_script(s);
+    }
     let p = w.add_process();
     w.add_thread(p);
     w.add_thread(p);
@@ -135,7 +148,7 @@ fn drive(seed: u64, policy: Policy, ops: &[Op]) -> Vec<Tid> {
             }
         }
     }
-    decisions
+    (decisions, w.recorded.clone())
 }
 
 proptest! {
@@ -145,6 +158,15 @@ proptest! {
     fn same_seed_same_decisions(seed in any::<u64>(), pol in policy(), ops in prop::collection::vec(op(), 1..200)) {
         let a = drive(seed, pol, &ops);
         let b = drive(seed, pol, &ops);
+        prop_assert_eq!(a, b);
+    }
+
+    /// A recorded schedule replayed under the default policy makes the same
+    /// decisions as the chaotic run that recorded it.
+    #[test]
+    fn recorded_schedule_replays(seed in any::<u64>(), ops in prop::collection::vec(op(), 1..200)) {
+        let (a, rec) = drive_scripted(seed, Policy::Chaos, &ops, None);
+        let (b, _) = drive_scripted(seed, Policy::RoundRobin, &ops, Some(rec));
         prop_assert_eq!(a, b);
     }
 

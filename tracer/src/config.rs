@@ -17,6 +17,10 @@ pub struct RunConfig {
     pub pct: Option<(u32, u64)>,
     /// Write the schedule trace (JSON lines) here.
     pub trace: Option<PathBuf>,
+    /// Follow these turns first (`--schedule`).
+    pub script: Option<Vec<detrun_scheduler::Segment>>,
+    /// Write the turns taken here (`--record-schedule`), with this policy name.
+    pub record_schedule: Option<(PathBuf, String)>,
     pub hostname: String,
     pub ncpus: u32,
     /// Pin supervisor and guest to this CPU; `None` picks the current one.
@@ -50,6 +54,8 @@ impl Default for RunConfig {
             chaos: false,
             pct: None,
             trace: None,
+            script: None,
+            record_schedule: None,
             hostname: "detrun".into(),
             ncpus: 4,
             cpu: None,

@@ -7,6 +7,7 @@ pub mod config;
 pub mod exec;
 pub mod filter;
 pub mod handlers;
+pub mod schedule;
 pub mod spawn;
 pub mod summary;
 pub mod supervisor;

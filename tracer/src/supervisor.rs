@@ -266,11 +266,16 @@ impl Supervisor {
         };
         let cfg_fs_virtual = cfg.fs_virtual;
         let epoch_ns = cfg.epoch_secs.saturating_mul(1_000_000_000);
+        let script = cfg.script.clone();
         let mut cpuid = CpuidTable::fixed(cfg.ncpus);
         cpuid.restrict_to(crate::handlers::misc::host_cpuid);
+        let mut world = World::new(wcfg);
+        if let Some(sc) = script {
+            world.set_script(sc);
+        }
         Supervisor {
             cfg,
-            world: World::new(wcfg),
+            world,
             cpuid,
             threads: BTreeMap::new(),
             vt_tid: Vec::new(),
@@ -336,7 +341,11 @@ impl Supervisor {
         sp.release()?;
         // The guest runs its setup and execs: it holds the turn from the start.
         match self.world.next_turn() {
-            Next::Run(t) if t == vt => {}
+            Next::Run(t) if t == vt => {
+                if let Some(tr) = self.trace.as_mut() {
+                    tr.decision(self.world.decisions, 0, vt);
+                }
+            }
             other => {
                 return Err(std::io::Error::other(format!(
                     "unexpected start: {other:?}"
@@ -349,6 +358,20 @@ impl Supervisor {
         stop_alarm();
         if let Some(t) = self.trace.as_mut() {
             t.flush()?;
+        }
+        if let Some((path, policy)) = &self.cfg.record_schedule {
+            let sc = crate::schedule::Schedule {
+                seed: self.cfg.seed,
+                policy: policy.clone(),
+                turns: self.world.recorded.clone(),
+            };
+            std::fs::write(path, sc.render())?;
+        }
+        if let Some(at) = self.world.diverged {
+            self.stats.hazard(
+                "schedule-diverged",
+                format!("the given schedule could not be followed from turn {at} on"),
+            );
         }
         self.kill_all();
         if let Some(rp) = sp.reaper {

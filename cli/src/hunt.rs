@@ -1,0 +1,595 @@
+//! `detrun hunt` and `detrun replay`: many seeds in parallel, and one seed
+//! again. Each run is a child `detrun` process (so a crash or hang of one
+//! run is contained and reported), pinned to its own CPU.
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Exit status of `replay --verify` when the two runs differ.
+pub const EXIT_DIVERGED: i32 = 121;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyArg {
+    Chaos,
+    Pct,
+    Default,
+}
+
+impl PolicyArg {
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyArg::Chaos => "chaos",
+            PolicyArg::Pct => "pct",
+            PolicyArg::Default => "default",
+        }
+    }
+
+    /// The run flags that select this policy.
+    pub fn flags(self, depth: u32) -> Vec<String> {
+        match self {
+            PolicyArg::Chaos => vec!["--chaos".into()],
+            PolicyArg::Pct => vec![format!("--pct={depth}")],
+            PolicyArg::Default => vec![],
+        }
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct HuntArgs {
+    /// Number of seeds to try. Example: --runs 500
+    #[arg(long, default_value_t = 100)]
+    runs: u64,
+    /// Runs at a time (default: the number of CPUs); each run is pinned to
+    /// its own CPU. Example: -j 2
+    #[arg(long, short = 'j')]
+    jobs: Option<usize>,
+    /// Scheduling policy of the runs. Example: --policy pct
+    #[arg(long, value_enum, default_value_t = PolicyArg::Chaos)]
+    policy: PolicyArg,
+    /// Depth for --policy pct. Example: --pct-depth 3
+    #[arg(long, default_value_t = 2)]
+    pct_depth: u32,
+    /// First seed; runs use SEED, SEED+1, ... Example: --seed-start 1000
+    #[arg(long, default_value_t = 1)]
+    seed_start: u64,
+    /// What counts as a failure (repeatable): `exit` (non-zero exit or a
+    /// signal; the default), `signal`, `stdout-regex=RE`, `stderr-regex=RE`.
+    /// Example: --fail-on stderr-regex='panicked at'
+    #[arg(long, value_name = "RULE")]
+    fail_on: Vec<String>,
+    /// Wall-clock seconds after which a run is killed and reported as hung.
+    /// Example: --timeout 30
+    #[arg(long, default_value_t = 60)]
+    timeout: u64,
+    /// Give each run its own empty TMPDIR. Example: --tmpdir-per-run
+    #[arg(long)]
+    tmpdir_per_run: bool,
+    /// Write the machine-readable report (JSON, see docs/hunt-report.schema.json).
+    /// Example: --report hunt.json
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    /// Write a JUnit XML file (one test case per seed). Example: --junit hunt.xml
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// No progress bar (it is also hidden when stderr is not a terminal).
+    /// Example: --no-progress
+    #[arg(long)]
+    no_progress: bool,
+    /// The command. Example: -- ./flaky-test --filter net
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM"
+    )]
+    command: Vec<OsString>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ReplayArgs {
+    /// The seed to replay. Example: --seed 1337
+    #[arg(long)]
+    seed: u64,
+    /// The policy the seed was found with. Example: --policy chaos
+    #[arg(long, value_enum, default_value_t = PolicyArg::Chaos)]
+    policy: PolicyArg,
+    /// Depth for --policy pct. Example: --pct-depth 3
+    #[arg(long, default_value_t = 2)]
+    pct_depth: u32,
+    /// Run twice and fail (exit 121) if stdout, stderr, exit status or the
+    /// schedule trace differ, printing the first difference. Example: --verify
+    #[arg(long)]
+    verify: bool,
+    /// The command. Example: -- ./flaky-test
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM"
+    )]
+    command: Vec<OsString>,
+}
+
+/// The outcome of one child run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunResult {
+    pub seed: u64,
+    pub status: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub signature: String,
+    pub stderr_tail: String,
+    pub failed_tests: Vec<String>,
+    pub replay: String,
+}
+
+/// Run `detrun ARGS -- COMMAND` as a child, bounded by `timeout`.
+pub fn run_child(
+    args: &[String],
+    command: &[OsString],
+    timeout: Duration,
+    env: &[(&str, &Path)],
+) -> Result<(Option<std::process::ExitStatus>, Vec<u8>, Vec<u8>)> {
+    use std::io::Read;
+    let exe = std::env::current_exe().context("locating the detrun binary")?;
+    let mut cmd = Command::new(exe);
+    cmd.args(args).arg("--").args(command);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting a run")?;
+    let mut out = child.stdout.take().context("stdout")?;
+    let mut err = child.stderr.take().context("stderr")?;
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait()? {
+            break Some(st);
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    Ok((
+        status,
+        t_out.join().unwrap_or_default(),
+        t_err.join().unwrap_or_default(),
+    ))
+}
+
+/// How hunt judges a run.
+struct FailRules {
+    exit: bool,
+    signal: bool,
+    stdout: Vec<regex::Regex>,
+    stderr: Vec<regex::Regex>,
+}
+
+impl FailRules {
+    fn parse(rules: &[String]) -> Result<FailRules> {
+        let mut r = FailRules {
+            exit: rules.is_empty(),
+            signal: false,
+            stdout: vec![],
+            stderr: vec![],
+        };
+        for rule in rules {
+            if rule == "exit" {
+                r.exit = true;
+            } else if rule == "signal" {
+                r.signal = true;
+            } else if let Some(re) = rule.strip_prefix("stdout-regex=") {
+                r.stdout.push(
+                    regex::Regex::new(re)
+                        .with_context(|| format!("bad regex in --fail-on {rule}"))?,
+                );
+            } else if let Some(re) = rule.strip_prefix("stderr-regex=") {
+                r.stderr.push(
+                    regex::Regex::new(re)
+                        .with_context(|| format!("bad regex in --fail-on {rule}"))?,
+                );
+            } else {
+                anyhow::bail!("unknown --fail-on rule `{rule}` (exit, signal, stdout-regex=RE, stderr-regex=RE)");
+            }
+        }
+        Ok(r)
+    }
+
+    fn failed(&self, code: i32, out: &str, err: &str) -> bool {
+        (self.exit && code != 0)
+            || (self.signal && code > 128)
+            || self.stdout.iter().any(|re| re.is_match(out))
+            || self.stderr.iter().any(|re| re.is_match(err))
+    }
+}
+
+fn shell_quote(a: &OsString) -> String {
+    let s = a.to_string_lossy();
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@".contains(c))
+    {
+        s.into_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+pub fn replay_command(seed: u64, policy: PolicyArg, depth: u32, command: &[OsString]) -> String {
+    let mut s = format!("detrun replay --seed {seed} --policy {}", policy.name());
+    if policy == PolicyArg::Pct {
+        s.push_str(&format!(" --pct-depth {depth}"));
+    }
+    s.push_str(" --");
+    for a in command {
+        s.push(' ');
+        s.push_str(&shell_quote(a));
+    }
+    s
+}
+
+/// Last lines of the guest's stderr, without detrun's own summary.
+fn tail(err: &str, n: usize) -> String {
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+fn failed_tests(out: &str) -> Vec<String> {
+    let re = regex::Regex::new(r"(?m)^test (\S+) \.\.\. FAILED\s*$").expect("static regex");
+    let mut v: Vec<String> = re.captures_iter(out).map(|c| c[1].to_string()).collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+#[derive(Serialize)]
+struct Group {
+    signature: String,
+    count: usize,
+    seeds: Vec<u64>,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    version: u32,
+    command: Vec<String>,
+    policy: &'a str,
+    runs: u64,
+    jobs: usize,
+    failures: usize,
+    wall_ms: u64,
+    runs_per_sec: f64,
+    results: &'a [RunResult],
+    groups: Vec<Group>,
+}
+
+fn xml_escape(s: &str) -> String {
+    s.chars()
+        .filter(|&c| c == '\n' || c == '\t' || !c.is_control())
+        .map(|c| match c {
+            '&' => "&amp;".to_string(),
+            '<' => "&lt;".to_string(),
+            '>' => "&gt;".to_string(),
+            '"' => "&quot;".to_string(),
+            '\'' => "&apos;".to_string(),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+fn junit(results: &[RunResult], secs: f64) -> String {
+    let failures = results.iter().filter(|r| r.status != "pass").count();
+    let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    x.push_str(&format!(
+        "<testsuites tests=\"{}\" failures=\"{failures}\" time=\"{secs:.3}\">\n  <testsuite name=\"detrun hunt\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" time=\"{secs:.3}\">\n",
+        results.len(),
+        results.len()
+    ));
+    for r in results {
+        x.push_str(&format!(
+            "    <testcase classname=\"detrun.hunt\" name=\"seed-{}\"",
+            r.seed
+        ));
+        if r.status == "pass" {
+            x.push_str("/>\n");
+        } else {
+            x.push_str(&format!(
+                ">\n      <failure message=\"{}\" type=\"{}\">{}\n{}</failure>\n    </testcase>\n",
+                xml_escape(&r.signature),
+                xml_escape(&r.status),
+                xml_escape(&r.replay),
+                xml_escape(&r.stderr_tail)
+            ));
+        }
+    }
+    x.push_str("  </testsuite>\n</testsuites>\n");
+    x
+}
+
+pub fn hunt(h: &HuntArgs) -> Result<i32> {
+    let rules = Arc::new(FailRules::parse(&h.fail_on)?);
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let jobs = h.jobs.unwrap_or(ncpu).clamp(1, 256);
+    let runs = h.runs;
+    let next = Arc::new(AtomicU64::new(0));
+    let results: Arc<Mutex<Vec<RunResult>>> = Arc::new(Mutex::new(Vec::new()));
+    let failures = Arc::new(AtomicU64::new(0));
+    let hidden = h.no_progress || !std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let bar = if hidden {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(runs)
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:30} {pos}/{len} runs, {msg} failed, {per_sec}, ETA {eta}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar.set_message("0");
+    let start = Instant::now();
+    let mut workers = Vec::new();
+    for w in 0..jobs {
+        let (next, results, failures, rules, bar) = (
+            next.clone(),
+            results.clone(),
+            failures.clone(),
+            rules.clone(),
+            bar.clone(),
+        );
+        let command = h.command.clone();
+        let policy = h.policy;
+        let depth = h.pct_depth;
+        let timeout = Duration::from_secs(h.timeout.max(1));
+        let tmp_per_run = h.tmpdir_per_run;
+        let seed_start = h.seed_start;
+        let cpu = w % ncpu;
+        workers.push(std::thread::spawn(move || -> Result<()> {
+            loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= runs {
+                    return Ok(());
+                }
+                let seed = seed_start.wrapping_add(i);
+                let mut args = vec![
+                    "--seed".to_string(),
+                    seed.to_string(),
+                    "--cpu".into(),
+                    cpu.to_string(),
+                ];
+                args.extend(policy.flags(depth));
+                let tmp =
+                    std::env::temp_dir().join(format!("detrun-hunt-{}-{seed}", std::process::id()));
+                let mut env: Vec<(&str, &Path)> = Vec::new();
+                if tmp_per_run {
+                    std::fs::create_dir_all(&tmp)?;
+                    env.push(("TMPDIR", &tmp));
+                }
+                let (status, out, err) = run_child(&args, &command, timeout, &env)?;
+                if tmp_per_run {
+                    let _ = std::fs::remove_dir_all(&tmp);
+                }
+                let (o, e) = (String::from_utf8_lossy(&out), String::from_utf8_lossy(&err));
+                let (code, sig) = match status {
+                    Some(st) => {
+                        let c = st.code().unwrap_or(125);
+                        (Some(c), (c > 128 && c < 128 + 65).then_some(c - 128))
+                    }
+                    None => (None, None),
+                };
+                let (status_s, signature) = match code {
+                    None => (
+                        "timeout".to_string(),
+                        format!("timeout after {}s", timeout.as_secs()),
+                    ),
+                    Some(c) if rules.failed(c, &o, &e) => {
+                        let what = match sig {
+                            Some(s) => format!("signal {s}"),
+                            None => format!("exit {c}"),
+                        };
+                        let last = tail(&e, 1);
+                        (
+                            "fail".to_string(),
+                            if last.is_empty() {
+                                what
+                            } else {
+                                format!("{what}: {last}")
+                            },
+                        )
+                    }
+                    Some(_) => ("pass".to_string(), String::new()),
+                };
+                if status_s != "pass" {
+                    let n = failures.fetch_add(1, Ordering::SeqCst) + 1;
+                    bar.set_message(n.to_string());
+                }
+                let r = RunResult {
+                    seed,
+                    status: status_s,
+                    exit_code: code,
+                    signal: sig,
+                    signature,
+                    stderr_tail: tail(&e, 5),
+                    failed_tests: failed_tests(&o),
+                    replay: replay_command(seed, policy, depth, &command),
+                };
+                results
+                    .lock()
+                    .map_err(|_| anyhow::anyhow!("poisoned"))?
+                    .push(r);
+                bar.inc(1);
+            }
+        }));
+    }
+    for w in workers {
+        w.join()
+            .map_err(|_| anyhow::anyhow!("a hunt worker panicked"))??;
+    }
+    bar.finish_and_clear();
+    let wall = start.elapsed();
+    let mut results =
+        std::mem::take(&mut *results.lock().map_err(|_| anyhow::anyhow!("poisoned"))?);
+    results.sort_by_key(|r| r.seed);
+    let mut groups: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for r in results.iter().filter(|r| r.status != "pass") {
+        groups.entry(r.signature.clone()).or_default().push(r.seed);
+    }
+    let nfail = results.iter().filter(|r| r.status != "pass").count();
+    let rate = results.len() as f64 / wall.as_secs_f64().max(1e-9);
+    println!(
+        "detrun hunt: {} runs, {nfail} failed ({:.1}%), {jobs} jobs, {rate:.1} runs/s, policy {}",
+        results.len(),
+        100.0 * nfail as f64 / results.len().max(1) as f64,
+        h.policy.name()
+    );
+    let mut group_list: Vec<Group> = groups
+        .into_iter()
+        .map(|(signature, seeds)| Group {
+            count: seeds.len(),
+            signature,
+            seeds,
+        })
+        .collect();
+    group_list.sort_by(|a, b| b.count.cmp(&a.count).then(a.signature.cmp(&b.signature)));
+    if !group_list.is_empty() {
+        println!("  {:>5}  {:<50}  seeds", "count", "failure");
+        for g in &group_list {
+            let seeds: Vec<String> = g.seeds.iter().take(10).map(u64::to_string).collect();
+            let more = if g.seeds.len() > 10 { ", ..." } else { "" };
+            println!(
+                "  {:>5}  {:<50}  {}{more}",
+                g.count,
+                truncate(&g.signature, 50),
+                seeds.join(", ")
+            );
+            println!(
+                "         replay: {}",
+                replay_command(g.seeds[0], h.policy, h.pct_depth, &h.command)
+            );
+        }
+        let tests: std::collections::BTreeSet<&String> =
+            results.iter().flat_map(|r| r.failed_tests.iter()).collect();
+        if !tests.is_empty() {
+            println!(
+                "  failing tests: {}",
+                tests.into_iter().cloned().collect::<Vec<_>>().join(", ")
+            );
+        }
+    }
+    if let Some(f) = &h.report {
+        let rep = Report {
+            version: 1,
+            command: h
+                .command
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            policy: h.policy.name(),
+            runs: results.len() as u64,
+            jobs,
+            failures: nfail,
+            wall_ms: wall.as_millis() as u64,
+            runs_per_sec: rate,
+            results: &results,
+            groups: group_list,
+        };
+        std::fs::write(f, serde_json::to_string_pretty(&rep)? + "\n")
+            .with_context(|| format!("writing {}", f.display()))?;
+    }
+    if let Some(f) = &h.junit {
+        std::fs::write(f, junit(&results, wall.as_secs_f64()))
+            .with_context(|| format!("writing {}", f.display()))?;
+    }
+    Ok(if nfail > 0 { 1 } else { 0 })
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    let first = s.lines().next().unwrap_or("");
+    if first.chars().count() <= n {
+        first.to_string()
+    } else {
+        first.chars().take(n - 1).collect::<String>() + "…"
+    }
+}
+
+pub fn replay(r: &ReplayArgs) -> Result<i32> {
+    let mut args = vec!["--seed".to_string(), r.seed.to_string()];
+    args.extend(r.policy.flags(r.pct_depth));
+    if !r.verify {
+        let (st, out, err) = run_child(&args, &r.command, Duration::from_secs(u64::MAX / 4), &[])?;
+        use std::io::Write;
+        std::io::stdout().write_all(&out)?;
+        std::io::stderr().write_all(&err)?;
+        return Ok(st.and_then(|s| s.code()).unwrap_or(125));
+    }
+    let dir = std::env::temp_dir().join(format!("detrun-verify-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let mut runs = Vec::new();
+    for i in 0..2 {
+        let trace = dir.join(format!("trace{i}.jsonl"));
+        let mut a = args.clone();
+        a.push("--trace".into());
+        a.push(trace.to_string_lossy().into_owned());
+        let (st, out, err) = run_child(&a, &r.command, Duration::from_secs(u64::MAX / 4), &[])?;
+        let t = std::fs::read(&trace).unwrap_or_default();
+        runs.push((st.and_then(|s| s.code()).unwrap_or(125), out, err, t));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let (a, b) = (&runs[0], &runs[1]);
+    use std::io::Write;
+    std::io::stdout().write_all(&a.1)?;
+    std::io::stderr().write_all(&a.2)?;
+    let what = [
+        ("stdout", &a.1, &b.1),
+        ("stderr", &a.2, &b.2),
+        ("schedule trace", &a.3, &b.3),
+    ];
+    for (name, x, y) in what {
+        if x != y {
+            let (xs, ys) = (String::from_utf8_lossy(x), String::from_utf8_lossy(y));
+            let line = xs
+                .lines()
+                .zip(ys.lines())
+                .position(|(p, q)| p != q)
+                .unwrap_or(xs.lines().count().min(ys.lines().count()));
+            eprintln!(
+                "detrun: replay diverged: {name} differs at line {}:\n  run 1: {}\n  run 2: {}",
+                line + 1,
+                xs.lines().nth(line).unwrap_or("<end>"),
+                ys.lines().nth(line).unwrap_or("<end>")
+            );
+            return Ok(EXIT_DIVERGED);
+        }
+    }
+    if a.0 != b.0 {
+        eprintln!("detrun: replay diverged: exit status {} then {}", a.0, b.0);
+        return Ok(EXIT_DIVERGED);
+    }
+    eprintln!("detrun: replay verified: two runs identical (exit {})", a.0);
+    Ok(a.0)
+}
