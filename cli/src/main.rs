@@ -178,6 +178,11 @@ pub struct RunArgs {
     /// README). Example: --record-schedule run.sched
     #[arg(long, value_name = "FILE")]
     record_schedule: Option<PathBuf>,
+
+    /// Print a symbolized backtrace of the thread given turn N at its first
+    /// syscall of that turn (used by analyze). Example: --backtrace-turn 12
+    #[arg(long, value_name = "N", hide = true)]
+    backtrace_turn: Option<u64>,
 }
 
 /// Find `prog` the way a shell would. Errors carry the exit code.
@@ -244,6 +249,7 @@ pub fn run(cli: &RunArgs, command: &[OsString]) -> Result<i32> {
         seed,
         script,
         record_schedule: cli.record_schedule.clone().map(|p| (p, policy_name)),
+        backtrace_turn: cli.backtrace_turn,
         epoch_secs: cli.epoch,
         event_cost_ns: cli.event_cost_ns.max(1),
         quantum: cli.quantum.max(1),

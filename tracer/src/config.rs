@@ -17,6 +17,9 @@ pub struct RunConfig {
     pub pct: Option<(u32, u64)>,
     /// Write the schedule trace (JSON lines) here.
     pub trace: Option<PathBuf>,
+    /// Print a backtrace of the thread given turn N (1-based) at its first
+    /// syscall of that turn (used by `analyze`).
+    pub backtrace_turn: Option<u64>,
     /// Follow these turns first (`--schedule`).
     pub script: Option<Vec<detrun_scheduler::Segment>>,
     /// Write the turns taken here (`--record-schedule`), with this policy name.
@@ -55,6 +58,7 @@ impl Default for RunConfig {
             pct: None,
             trace: None,
             script: None,
+            backtrace_turn: None,
             record_schedule: None,
             hostname: "detrun".into(),
             ncpus: 4,

@@ -3,6 +3,7 @@
 //! exec, instruction emulation (rdtsc, cpuid), and the syscall handlers that
 //! turn each intercepted call into an operation on the world.
 
+pub mod backtrace;
 pub mod config;
 pub mod exec;
 pub mod filter;

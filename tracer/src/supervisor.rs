@@ -241,6 +241,8 @@ pub struct Supervisor {
     in_kernel: BTreeMap<pid_t, bool>,
     /// The schedule trace, when asked for.
     pub trace: Option<crate::trace::Trace>,
+    /// The backtrace asked for with `backtrace_turn` was printed.
+    pub backtrace_done: bool,
     /// Virtual inode numbers and timestamps.
     pub fsv: detrun_scheduler::fsview::FsView,
     /// Sorted listings of directories being read, by (dev, ino).
@@ -307,6 +309,7 @@ impl Supervisor {
                 epoch_ns,
             ),
             dirs: BTreeMap::new(),
+            backtrace_done: false,
         }
     }
 
