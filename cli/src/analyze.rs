@@ -143,12 +143,16 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<i32> {
     let full = Schedule::load(&full_path).map_err(anyhow::Error::msg)?;
     let n = full.turns.len();
     let probe_path = dir.join("probe.sched");
-    let run_prefix = |k: usize, extra: &[String]| -> Result<Probe> {
-        let p = if extra.is_empty() {
-            probe_path.clone()
-        } else {
-            dir.join(format!("turns-{k}.sched"))
-        };
+    let run_prefix = |k: usize| -> Result<Probe> {
+        write_prefix(&full, k, &probe_path)?;
+        let args = vec![
+            "--seed".to_string(),
+            seed.clone(),
+            "--schedule".into(),
+            probe_path.to_string_lossy().into_owned(),
+        ];
+        probe(args, &a.command, timeout)
+    };
         write_prefix(&full, k, &p)?;
         let mut args = vec![
             "--seed".to_string(),
