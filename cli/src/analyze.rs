@@ -153,16 +153,6 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<i32> {
         ];
         probe(args, &a.command, timeout)
     };
-        write_prefix(&full, k, &p)?;
-        let mut args = vec![
-            "--seed".to_string(),
-            seed.clone(),
-            "--schedule".into(),
-            p.to_string_lossy().into_owned(),
-        ];
-        args.extend(extra.iter().cloned());
-        probe(args, &a.command, timeout)
-    };
     // Invariant: prefix lo passes, prefix hi fails.
     let (mut lo, mut hi) = (0usize, n);
     if !run_prefix(n)?.failed {
