@@ -11,6 +11,9 @@ command -v perl >/dev/null || need+=(perl)
 command -v python3 >/dev/null || need+=(python3)
 command -v unshare >/dev/null || need+=(util-linux)
 command -v strace >/dev/null || need+=(strace)
+command -v go >/dev/null || need+=(golang-go)
+command -v node >/dev/null || need+=(nodejs)
+command -v make >/dev/null || need+=(make)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
@@ -19,6 +22,9 @@ if [ ${#need[@]} -gt 0 ]; then
         exit 1
     fi
 fi
+
+# Python packages the hunt-report tests validate with.
+python3 -c 'import jsonschema, junitparser' 2>/dev/null || python3 -m pip install -q jsonschema junitparser
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --release -- -D warnings

@@ -430,6 +430,11 @@ impl World {
         self.procs[p as usize].cpu_ns
     }
 
+    /// The earliest pending deadline (monotonic ns), if any.
+    pub fn next_deadline(&self) -> Option<u64> {
+        (self.next_deadline != u64::MAX).then_some(self.next_deadline)
+    }
+
     /// True when a deadline has passed and [`World::fire_due`] has work.
     pub fn timers_due(&self) -> bool {
         self.clock.monotonic() >= self.next_deadline

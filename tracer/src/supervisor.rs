@@ -260,10 +260,10 @@ impl Supervisor {
             epoch_secs: cfg.epoch_secs,
             event_cost_ns: cfg.event_cost_ns,
             quantum: cfg.quantum.max(1),
-            policy: if cfg.chaos {
-                Policy::Chaos
-            } else {
-                Policy::RoundRobin
+            policy: match (cfg.pct, cfg.chaos) {
+                (Some((depth, steps)), _) => Policy::Pct { depth, steps },
+                (None, true) => Policy::Chaos,
+                (None, false) => Policy::RoundRobin,
             },
         };
         let cfg_fs_virtual = cfg.fs_virtual;
@@ -883,7 +883,7 @@ impl Supervisor {
             .values()
             .any(|t| t.tid != tid && self.world.is_runnable(t.vt));
         match state {
-            Some('R') if others && sys::interrupt(tid).is_ok() => {
+            Some('R') if (others || self.world.next_deadline().is_some()) && sys::interrupt(tid).is_ok() => {
                 self.resumed_at = Instant::now();
                 self.stats.hazard(
                     "watchdog-preemption",
@@ -994,6 +994,16 @@ impl Supervisor {
             let _ = sys::syscall(tid, 0);
         } else {
             self.yield_running(tid, Resume::Cont(0));
+            // Nobody else could run: the spinner used up the time until the
+            // next timer (that is what it was waiting for, most likely).
+            let others = self.threads.values().any(|t| self.world.is_runnable(t.vt) && t.tid != tid);
+            if !others {
+                if let Some(d) = self.world.next_deadline() {
+                    self.world.clock.advance_to(d);
+                    let ds = self.world.fire_due();
+                    self.deliver_timers(ds);
+                }
+            }
         }
     }
 
