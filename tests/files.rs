@@ -148,3 +148,20 @@ fn big_directory_lists_completely_in_one_order() {
     sorted.sort();
     assert_eq!(names, sorted, "listing is sorted by name");
 }
+
+/// /proc/<pid>/stat and status: virtual CPU times, no fault or context
+/// switch counters, the namespace's PIDs.
+#[test]
+fn proc_self_stat_and_status_are_virtual() {
+    let cmd = "cat /proc/self/stat; grep -E 'ctxt|Cpus_allowed' /proc/self/status; \
+               python3 -c \"print(open('/proc/self/stat').read().split()[9:17])\"";
+    let a = stdout(&detrun(&["--", "sh", "-c", cmd]));
+    let b = stdout(&detrun(&["--", "sh", "-c", cmd]));
+    assert_eq!(a, b);
+    let first: Vec<&str> = a.lines().next().unwrap_or("").split_whitespace().collect();
+    assert!(first.len() > 22, "{a}");
+    assert_eq!(first[2], "R", "{a}");
+    assert_eq!(&first[9..13], &["0", "0", "0", "0"], "fault counters: {a}");
+    assert!(a.contains("voluntary_ctxt_switches:\t0"), "{a}");
+    assert!(a.contains("Cpus_allowed_list:\t0-3"), "{a}");
+}

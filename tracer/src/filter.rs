@@ -242,6 +242,8 @@ fn rule(c: Vec<Cond>) -> SeccompRule {
 
 /// Metadata calls that trap only when file metadata is virtualized.
 const FS_META: &[i64] = &[
+    libc::SYS_open,
+    libc::SYS_openat,
     libc::SYS_stat,
     libc::SYS_fstat,
     libc::SYS_lstat,

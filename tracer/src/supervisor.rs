@@ -107,6 +107,11 @@ pub enum Post {
         buf: u64,
         statx: bool,
     },
+    /// Put the guest's original argument back (syscalls preserve registers).
+    RestoreArg {
+        index: usize,
+        value: u64,
+    },
 }
 
 /// A write being continued across partial non-blocking steps.
@@ -243,6 +248,8 @@ pub struct Supervisor {
     pub trace: Option<crate::trace::Trace>,
     /// The backtrace asked for with `backtrace_turn` was printed.
     pub backtrace_done: bool,
+    /// Generated /proc files so far (for unique names).
+    pub proc_files: u64,
     /// Virtual inode numbers and timestamps.
     pub fsv: detrun_scheduler::fsview::FsView,
     /// Sorted listings of directories being read, by (dev, ino).
@@ -310,6 +317,7 @@ impl Supervisor {
             ),
             dirs: BTreeMap::new(),
             backtrace_done: false,
+            proc_files: 0,
         }
     }
 
@@ -883,7 +891,10 @@ impl Supervisor {
             .values()
             .any(|t| t.tid != tid && self.world.is_runnable(t.vt));
         match state {
-            Some('R') if (others || self.world.next_deadline().is_some()) && sys::interrupt(tid).is_ok() => {
+            Some('R')
+                if (others || self.world.next_deadline().is_some())
+                    && sys::interrupt(tid).is_ok() =>
+            {
                 self.resumed_at = Instant::now();
                 self.stats.hazard(
                     "watchdog-preemption",
@@ -919,6 +930,11 @@ impl Supervisor {
         let sig = libc::WSTOPSIG(st);
         let event = (st >> 16) & 0xffff;
         match (sig, event) {
+            (libc::SIGTRAP, libc::PTRACE_EVENT_SECCOMP) if self.in_kernel.contains_key(&tid) => {
+                // The restart of a call already handled, left to block in
+                // the kernel: let it run to its exit stop.
+                let _ = sys::syscall(tid, 0);
+            }
             (libc::SIGTRAP, libc::PTRACE_EVENT_SECCOMP) => {
                 if let Some(t) = self.threads.get_mut(&tid) {
                     t.at_exit = false;
@@ -996,7 +1012,10 @@ impl Supervisor {
             self.yield_running(tid, Resume::Cont(0));
             // Nobody else could run: the spinner used up the time until the
             // next timer (that is what it was waiting for, most likely).
-            let others = self.threads.values().any(|t| self.world.is_runnable(t.vt) && t.tid != tid);
+            let others = self
+                .threads
+                .values()
+                .any(|t| self.world.is_runnable(t.vt) && t.tid != tid);
             if !others {
                 if let Some(d) = self.world.next_deadline() {
                     self.world.clock.advance_to(d);

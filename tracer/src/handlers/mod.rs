@@ -12,6 +12,7 @@ pub mod futex;
 pub mod io;
 pub mod misc;
 pub mod process;
+pub mod procfs;
 pub mod signal;
 pub mod time;
 
@@ -25,19 +26,20 @@ pub mod nr {
         SYS_futex, SYS_futex_waitv, SYS_getcpu, SYS_getdents64, SYS_getitimer, SYS_getrandom,
         SYS_getrusage, SYS_gettimeofday, SYS_io_uring_enter, SYS_io_uring_register,
         SYS_io_uring_setup, SYS_kill, SYS_lstat, SYS_mq_timedreceive, SYS_mq_timedsend, SYS_msgrcv,
-        SYS_msgsnd, SYS_nanosleep, SYS_newfstatat, SYS_pause, SYS_perf_event_open, SYS_personality,
-        SYS_pidfd_send_signal, SYS_poll, SYS_ppoll, SYS_prctl, SYS_pselect6, SYS_ptrace, SYS_read,
-        SYS_readv, SYS_recvfrom, SYS_recvmmsg, SYS_recvmsg, SYS_rseq, SYS_rt_sigqueueinfo,
-        SYS_rt_sigsuspend, SYS_rt_sigtimedwait, SYS_rt_tgsigqueueinfo, SYS_sched_getaffinity,
-        SYS_sched_setaffinity, SYS_sched_yield, SYS_select, SYS_semop, SYS_semtimedop,
-        SYS_sendfile, SYS_sendmmsg, SYS_sendmsg, SYS_sendto, SYS_set_tid_address, SYS_setitimer,
-        SYS_settimeofday, SYS_splice, SYS_stat, SYS_statx, SYS_sysinfo, SYS_tee, SYS_tgkill,
-        SYS_time, SYS_timer_create, SYS_timer_delete, SYS_timer_getoverrun, SYS_timer_gettime,
-        SYS_timer_settime, SYS_timerfd_create, SYS_timerfd_gettime, SYS_timerfd_settime, SYS_times,
-        SYS_tkill, SYS_uname, SYS_userfaultfd, SYS_vfork, SYS_vmsplice, SYS_wait4, SYS_waitid,
-        SYS_write, SYS_writev, ADDR_NO_RANDOMIZE, CLONE_CHILD_CLEARTID, CLONE_VFORK, CLONE_VM,
-        F_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_SETLK, F_SETLKW, F_UNLCK, GRND_NONBLOCK, GRND_RANDOM,
-        MSG_DONTWAIT, RUSAGE_CHILDREN, RUSAGE_SELF, RUSAGE_THREAD, SIGALRM, SIGCHLD, WNOHANG,
+        SYS_msgsnd, SYS_nanosleep, SYS_newfstatat, SYS_open, SYS_openat, SYS_pause,
+        SYS_perf_event_open, SYS_personality, SYS_pidfd_send_signal, SYS_poll, SYS_ppoll,
+        SYS_prctl, SYS_pselect6, SYS_ptrace, SYS_read, SYS_readv, SYS_recvfrom, SYS_recvmmsg,
+        SYS_recvmsg, SYS_rseq, SYS_rt_sigqueueinfo, SYS_rt_sigsuspend, SYS_rt_sigtimedwait,
+        SYS_rt_tgsigqueueinfo, SYS_sched_getaffinity, SYS_sched_setaffinity, SYS_sched_yield,
+        SYS_select, SYS_semop, SYS_semtimedop, SYS_sendfile, SYS_sendmmsg, SYS_sendmsg, SYS_sendto,
+        SYS_set_tid_address, SYS_setitimer, SYS_settimeofday, SYS_splice, SYS_stat, SYS_statx,
+        SYS_sysinfo, SYS_tee, SYS_tgkill, SYS_time, SYS_timer_create, SYS_timer_delete,
+        SYS_timer_getoverrun, SYS_timer_gettime, SYS_timer_settime, SYS_timerfd_create,
+        SYS_timerfd_gettime, SYS_timerfd_settime, SYS_times, SYS_tkill, SYS_uname, SYS_userfaultfd,
+        SYS_vfork, SYS_vmsplice, SYS_wait4, SYS_waitid, SYS_write, SYS_writev, ADDR_NO_RANDOMIZE,
+        CLONE_CHILD_CLEARTID, CLONE_VFORK, CLONE_VM, F_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_SETLK,
+        F_SETLKW, F_UNLCK, GRND_NONBLOCK, GRND_RANDOM, MSG_DONTWAIT, RUSAGE_CHILDREN, RUSAGE_SELF,
+        RUSAGE_THREAD, SIGALRM, SIGCHLD, WNOHANG,
     };
 }
 
@@ -109,6 +111,7 @@ fn route(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
         | SYS_times | SYS_getrusage | SYS_clock_settime | SYS_clock_adjtime | SYS_adjtimex
         | SYS_settimeofday => time::handle(s, tid, a),
         SYS_futex => futex::handle(s, tid, a),
+        SYS_open | SYS_openat => procfs::handle(s, tid, a, regs),
         SYS_stat | SYS_lstat | SYS_fstat | SYS_newfstatat | SYS_statx | SYS_getdents64 => {
             fs::handle(s, tid, a, regs)
         }
@@ -231,5 +234,11 @@ pub fn on_syscall_exit(s: &mut Supervisor, tid: pid_t) {
         Post::Kill { sig, target } => signal::kill_exit(s, tid, sig, target),
         Post::ToExit => s.continue_running(tid),
         Post::Stat { buf, statx } => fs::stat_exit(s, tid, regs, buf, statx),
+        Post::RestoreArg { index, value } => {
+            let mut r = regs;
+            sys::set_arg(&mut r, index, value);
+            let _ = sys::set_regs(tid, &r);
+            s.continue_running(tid);
+        }
     }
 }
