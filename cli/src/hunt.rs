@@ -260,8 +260,21 @@ fn tail(err: &str, n: usize) -> String {
 }
 
 fn failed_tests(out: &str) -> Vec<String> {
-    let re = regex::Regex::new(r"(?m)^test (\S+) \.\.\. FAILED\s*$").expect("static regex");
-    let mut v: Vec<String> = re.captures_iter(out).map(|c| c[1].to_string()).collect();
+    // libtest prints `test NAME ... FAILED`, and with -q `NAME --- FAILED`
+    // (the latter also heads each failure's captured output).
+    let re = regex::Regex::new(
+        r"(?m)^(?:test (\S+) \.\.\. FAILED|---- (\S+) stdout ----|(\S+) --- FAILED)\s*$",
+    )
+    .expect("static regex");
+    let mut v: Vec<String> = re
+        .captures_iter(out)
+        .filter_map(|c| {
+            c.get(1)
+                .or(c.get(2))
+                .or(c.get(3))
+                .map(|m| m.as_str().to_string())
+        })
+        .collect();
     v.sort();
     v.dedup();
     v

@@ -99,7 +99,7 @@ pub fn dispatch(s: &mut Supervisor, tid: pid_t, regs: Regs) {
     if s.trace.is_some() {
         trace_event(s, tid, &a, &out);
     }
-    apply(s, tid, a.nr, out);
+    apply(s, tid, a.nr, out, regs);
 }
 
 fn route(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
@@ -182,14 +182,14 @@ fn trace_event(s: &mut Supervisor, tid: pid_t, a: &Args, out: &Out) {
     }
 }
 
-fn apply(s: &mut Supervisor, tid: pid_t, nr: i64, out: Out) {
+/// Carry out a handler's answer. `regs` are the registers at the stop
+/// (handlers that change them return them in the answer).
+fn apply(s: &mut Supervisor, tid: pid_t, nr: i64, out: Out, mut regs: Regs) {
     match out {
         Out::Ret(v) => {
-            if let Ok(mut r) = sys::get_regs(tid) {
-                r.orig_rax = u64::MAX;
-                r.rax = v as u64;
-                let _ = sys::set_regs(tid, &r);
-            }
+            regs.orig_rax = u64::MAX;
+            regs.rax = v as u64;
+            let _ = sys::set_regs(tid, &regs);
             s.continue_running(tid);
         }
         Out::Pass => s.continue_running(tid),
@@ -206,11 +206,9 @@ fn apply(s: &mut Supervisor, tid: pid_t, nr: i64, out: Out) {
         }
         Out::Park(p, w, d) => s.park(tid, p, w, d, nr),
         Out::Yield(v) => {
-            if let Ok(mut r) = sys::get_regs(tid) {
-                r.orig_rax = u64::MAX;
-                r.rax = v as u64;
-                let _ = sys::set_regs(tid, &r);
-            }
+            regs.orig_rax = u64::MAX;
+            regs.rax = v as u64;
+            let _ = sys::set_regs(tid, &regs);
             s.yield_running(tid, crate::supervisor::Resume::Cont(0));
         }
         Out::Done => {}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Wall-time medians of workloads natively, under `strace -f -o /dev/null`
+# and under detrun, alternating, and the ratios detrun/native and
+# detrun/strace. Usage: bench/compare.sh [RUNS]   (default 5)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-5}
+cargo build --release -q
+D=$PWD/target/release/detrun
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+head -c 2000000 /dev/urandom > "$work/data"
+gcc -O2 -pthread -o "$work/mutex4" bench/mutex4.c
+gcc -O2 -o "$work/syscalls" bench/syscalls.c
+
+workloads=(
+  "true"
+  "ls -la /usr/bin"
+  "sh -c 'for i in \$(seq 200); do sh -c true; done'"
+  "bzip2 -c $work/data"
+  "python3 -c 'import json, email, http.client'"
+  "$work/mutex4"
+  "$work/syscalls 1000000"
+)
+
+now() { date +%s%N; }
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+printf '%-58s %9s %9s %9s %8s %8s\n' workload native_ms strace_ms detrun_ms det/nat det/str
+for w in "${workloads[@]}"; do
+  : > "$work/n"; : > "$work/s"; : > "$work/d"
+  for _ in $(seq "$runs"); do
+    t=$(now); sh -c "$w" > /dev/null 2>&1 || true; echo $(( ($(now) - t) / 1000 )) >> "$work/n"
+    t=$(now); strace -f -o /dev/null sh -c "$w" > /dev/null 2>&1 || true; echo $(( ($(now) - t) / 1000 )) >> "$work/s"
+    t=$(now); "$D" -- sh -c "$w" > /dev/null 2>&1 || true; echo $(( ($(now) - t) / 1000 )) >> "$work/d"
+  done
+  n=$(median < "$work/n"); s=$(median < "$work/s"); d=$(median < "$work/d")
+  printf '%-58s %9.1f %9.1f %9.1f %8.2f %8.2f\n' "${w:0:58}" "$(echo "$n/1000" | bc -l)" "$(echo "$s/1000" | bc -l)" "$(echo "$d/1000" | bc -l)" "$(echo "$d/$n" | bc -l)" "$(echo "$d/$s" | bc -l)"
+done
