@@ -324,6 +324,25 @@ fn analyze_race_atomicity() {
         );
     }
 
+    // Both events stand in the same place of the guest: the usleep inside
+    // the check-then-act window (one thread calls it, the other resumes
+    // from it), shown as the same `teller+OFFSET` frame in both blocks.
+    let frames = |blk: &[&str]| -> std::collections::BTreeSet<String> {
+        blk.iter()
+            .filter_map(|l| {
+                l.split_whitespace()
+                    .find(|w| w.starts_with("teller+"))
+                    .map(str::to_string)
+            })
+            .collect()
+    };
+    let (fa, fb) = (frames(&a), frames(&b));
+    assert!(
+        fa.intersection(&fb).next().is_some(),
+        "events A and B do not share a window frame: A {fa:?}, B {fb:?}; {}",
+        ctx()
+    );
+
     let failing = lines
         .iter()
         .find_map(|l| l.trim_start().strip_prefix("replay failing:"))

@@ -3,13 +3,18 @@
 //!
 //! 1. Run the seed under its policy, recording its schedule F (n turns); it
 //!    must fail. Run the seed under the default policy; it must pass.
-//! 2. A prefix F[..k] followed by the default policy is a valid schedule.
-//!    F[..0] passes and F[..n] fails: bisect for the smallest k whose
-//!    hybrid fails. Turn k is the critical decision: taking it as F did
-//!    (thread A) fails, letting the default policy decide (thread B, or A
-//!    with a different slice) passes.
-//! 3. Replay both hybrids once more to confirm the flip, with a trace and a
-//!    backtrace of the thread at that turn, and print both events.
+//! 2. Look for a passing schedule next to F: from the last turn backwards,
+//!    swap two adjacent turns of different threads (F[..i], then turn i+1,
+//!    then turn i, then the default policy). The latest swap that passes
+//!    names the racing pair: the two threads' steps in that order fail, in
+//!    the other order pass.
+//! 3. If no single swap flips the outcome, bisect instead: a prefix F[..k]
+//!    followed by the default policy is a valid schedule; F[..0] passes and
+//!    F[..n] fails, so there is a smallest failing k, and turn k is the
+//!    critical decision.
+//! 4. Replay both sides to confirm the flip, with a trace and backtraces of
+//!    each thread as it gets its turn and at its first call, and print both
+//!    events.
 
 use crate::hunt::{run_child, PolicyArg};
 use anyhow::{bail, Context, Result};
@@ -69,41 +74,52 @@ fn write_prefix(full: &Schedule, k: usize, path: &Path) -> Result<()> {
     std::fs::write(path, s.render()).with_context(|| format!("writing {}", path.display()))
 }
 
-/// The thread and first syscall of turn `turn` (1-based) in a trace.
+/// The thread of turn `turn` (1-based) in a trace, the call it resumes
+/// from, and its first call of the turn.
 fn event_at(trace: &str, turn: usize) -> Option<(u64, String)> {
-    let mut lines = trace.lines();
     let tag = format!("{{\"d\":{turn},");
-    let dec = lines.by_ref().find(|l| l.starts_with(&tag))?;
-    let v: serde_json::Value = serde_json::from_str(dec).ok()?;
+    let lines: Vec<&str> = trace.lines().collect();
+    let at = lines.iter().position(|l| l.starts_with(&tag))?;
+    let v: serde_json::Value = serde_json::from_str(lines[at]).ok()?;
     let tid = v["run"].as_u64()?;
-    for l in lines {
-        let e: serde_json::Value = serde_json::from_str(l).ok()?;
-        if e.get("d").is_some() {
-            break;
+    let describe = |e: &serde_json::Value| {
+        let args: Vec<String> = e["args"].as_array().map_or(vec![], |a| {
+            a.iter().take(4).map(|x| x.to_string()).collect()
+        });
+        let mut s = format!(
+            "{}({}) at {} ns",
+            e["sys"].as_str().unwrap_or("?"),
+            args.join(", "),
+            e["t"]
+        );
+        if let Some(r) = e.get("ret") {
+            s.push_str(&format!(" -> {r}"));
         }
-        if e["tid"].as_u64() == Some(tid) {
-            let args: Vec<String> = e["args"].as_array().map_or(vec![], |a| {
-                a.iter().take(4).map(|x| x.to_string()).collect()
-            });
-            let mut s = format!(
-                "thread {tid} calls {}({}) at virtual time {} ns",
-                e["sys"].as_str().unwrap_or("?"),
-                args.join(", "),
-                e["t"]
-            );
-            if let Some(r) = e.get("ret") {
-                s.push_str(&format!(" -> {r}"));
-            }
-            if let Some(p) = e.get("park") {
-                s.push_str(&format!(" (parks on {p})"));
-            }
-            return Some((tid, s));
+        if let Some(p) = e.get("park") {
+            s.push_str(&format!(", parks on {p}"));
         }
+        s
+    };
+    let parse = |l: &&str| serde_json::from_str::<serde_json::Value>(l).ok();
+    let before = lines[..at]
+        .iter()
+        .rev()
+        .filter_map(parse)
+        .find(|e| e["tid"].as_u64() == Some(tid));
+    let first = lines[at + 1..]
+        .iter()
+        .filter_map(parse)
+        .take_while(|e| e.get("d").is_none())
+        .find(|e| e["tid"].as_u64() == Some(tid));
+    let mut s = format!("thread {tid}");
+    if let Some(b) = before {
+        s.push_str(&format!(" resumes from {}", describe(&b)));
     }
-    Some((
-        tid,
-        format!("thread {tid} runs (no syscall before the next turn)"),
-    ))
+    match first {
+        Some(f) => s.push_str(&format!("; then calls {}", describe(&f))),
+        None => s.push_str("; makes no call before the next turn"),
+    }
+    Some((tid, s))
 }
 
 fn quote(command: &[OsString]) -> String {
@@ -153,28 +169,83 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<i32> {
         ];
         probe(args, &a.command, timeout)
     };
-    // Invariant: prefix lo passes, prefix hi fails.
-    let (mut lo, mut hi) = (0usize, n);
     if !run_prefix(n)?.failed {
         bail!("replaying the recorded schedule does not fail: the failure is not reproducible by schedule alone");
     }
     let mut probes = 3;
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        probes += 1;
-        if run_prefix(mid)?.failed {
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-    }
-    let k = hi;
     let fail_sched = dir.join("fail.sched");
     let pass_sched = dir.join("pass.sched");
-    write_prefix(&full, k, &fail_sched)?;
-    write_prefix(&full, k - 1, &pass_sched)?;
-    // Confirm the flip, with traces and backtraces at the critical turn.
-    let confirm = |sched: &Path, name: &str| -> Result<(Probe, String)> {
+    let write = |turns: Vec<detrun_scheduler::Segment>, path: &Path| -> Result<()> {
+        let sc = Schedule {
+            seed: full.seed,
+            policy: full.policy.clone(),
+            turns,
+        };
+        std::fs::write(path, sc.render()).with_context(|| format!("writing {}", path.display()))
+    };
+    // Step 2: the latest adjacent swap that passes.
+    let mut swap = None;
+    for i in (0..n.saturating_sub(1)).rev().take(400) {
+        if full.turns[i].tid == full.turns[i + 1].tid {
+            continue;
+        }
+        let mut cand = full.turns[..i].to_vec();
+        cand.push(full.turns[i + 1]);
+        cand.push(full.turns[i]);
+        write(cand.clone(), &probe_path)?;
+        probes += 1;
+        let args = vec![
+            "--seed".to_string(),
+            seed.clone(),
+            "--schedule".into(),
+            probe_path.to_string_lossy().into_owned(),
+        ];
+        if !probe(args, &a.command, timeout)?.failed {
+            swap = Some((i, cand));
+            break;
+        }
+    }
+    // The turns (1-based) whose events are shown, and in which run.
+    let (turn_a, turn_b, b_in_pass, heading) = match swap {
+        Some((i, cand)) => {
+            write(full.turns.clone(), &fail_sched)?;
+            write(cand, &pass_sched)?;
+            let h = format!(
+                "critical decision {} of {n} turns: turns {} and {} race (seed {}, policy {}, {probes} probe runs); \
+                 in this order the run fails, swapped it passes",
+                i + 1,
+                i + 1,
+                i + 2,
+                a.seed,
+                a.policy.name()
+            );
+            (i + 1, i + 2, false, h)
+        }
+        None => {
+            // Step 3: bisect. Invariant: prefix lo passes, prefix hi fails.
+            let (mut lo, mut hi) = (0usize, n);
+            while hi - lo > 1 {
+                let mid = lo + (hi - lo) / 2;
+                probes += 1;
+                if run_prefix(mid)?.failed {
+                    hi = mid;
+                } else {
+                    lo = mid;
+                }
+            }
+            write_prefix(&full, hi, &fail_sched)?;
+            write_prefix(&full, hi - 1, &pass_sched)?;
+            let h = format!(
+                "critical decision {hi} of {n} turns (seed {}, policy {}, {probes} probe runs; no single swap flips it)",
+                a.seed,
+                a.policy.name()
+            );
+            (hi, hi, true, h)
+        }
+    };
+    let _ = std::fs::remove_file(&probe_path);
+    // Step 4: confirm, with traces and backtraces.
+    let confirm = |sched: &Path, name: &str, turn: usize| -> Result<(Probe, String)> {
         let trace = dir.join(format!("{name}.trace.jsonl"));
         let args = vec![
             "--seed".to_string(),
@@ -184,47 +255,85 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<i32> {
             "--trace".into(),
             trace.to_string_lossy().into_owned(),
             "--backtrace-turn".into(),
-            k.to_string(),
+            turn.to_string(),
         ];
         let p = probe(args, &a.command, timeout)?;
         Ok((p, std::fs::read_to_string(&trace).unwrap_or_default()))
     };
-    let (fp, ftrace) = confirm(&fail_sched, "fail")?;
-    let (pp, ptrace) = confirm(&pass_sched, "pass")?;
-    let _ = std::fs::remove_file(&probe_path);
-    if !fp.failed || pp.failed {
-        bail!("the flip at turn {k} did not reproduce (failing schedule failed: {}, passing schedule failed: {})", fp.failed, pp.failed);
-    }
-    println!(
-        "critical decision {k} of {n} turns (seed {}, policy {}, {probes} probe runs)",
-        a.seed,
-        a.policy.name()
-    );
-    let bt = |stderr: &str| -> Vec<String> {
-        stderr
-            .lines()
-            .filter_map(|l| l.strip_prefix("detrun-bt:   "))
-            .map(str::to_string)
-            .collect()
+    let (fa, ftrace) = confirm(&fail_sched, "fail", turn_a)?;
+    let (fb, btrace) = if b_in_pass {
+        confirm(&pass_sched, "pass", turn_b)?
+    } else {
+        confirm(&fail_sched, "fail-b", turn_b)?
     };
-    let show = |label: &str, trace: &str, stderr: &str, outcome: &str| {
-        match event_at(trace, k) {
-            Some((_, ev)) => println!("{label}: {ev}   [{outcome}]"),
-            None => println!("{label}: (turn {k} not found in the trace)   [{outcome}]"),
+    let passes = probe(
+        vec![
+            "--seed".to_string(),
+            seed.clone(),
+            "--schedule".into(),
+            pass_sched.to_string_lossy().into_owned(),
+        ],
+        &a.command,
+        timeout,
+    )?;
+    if !fa.failed || passes.failed {
+        bail!(
+            "the flip did not reproduce (failing schedule failed: {}, passing schedule failed: {})",
+            fa.failed,
+            passes.failed
+        );
+    }
+    println!("{heading}");
+    let bt = |stderr: &str| -> Vec<String> {
+        let mut v = Vec::new();
+        for l in stderr.lines() {
+            if let Some(f) = l.strip_prefix("detrun-bt:   ") {
+                v.push(format!("    {f}"));
+            } else if let Some(h) = l.strip_prefix("detrun-bt: ") {
+                v.push(format!("  {h}"));
+            }
+        }
+        v
+    };
+    let show = |label: &str, trace: &str, stderr: &str, turn: usize, outcome: &str| {
+        match event_at(trace, turn) {
+            Some((_, ev)) => println!("{label}: turn {turn}: {ev}   [{outcome}]"),
+            None => println!("{label}: turn {turn} not found in the trace   [{outcome}]"),
         }
         for f in bt(stderr) {
-            println!("    {f}");
+            println!("{f}");
         }
     };
-    show("event A", &ftrace, &fp.stderr, "taking this turn fails");
-    show(
-        "event B",
-        &ptrace,
-        &pp.stderr,
-        "taking this turn instead passes",
-    );
-    if let Some((_, prev)) = event_at(&ftrace, k - 1) {
-        println!("  (turn {} before it: {prev})", k - 1);
+    if b_in_pass {
+        show(
+            "event A",
+            &ftrace,
+            &fa.stderr,
+            turn_a,
+            "taking this turn fails",
+        );
+        show(
+            "event B",
+            &btrace,
+            &fb.stderr,
+            turn_b,
+            "taking this turn instead passes",
+        );
+    } else {
+        show(
+            "event A",
+            &ftrace,
+            &fa.stderr,
+            turn_a,
+            "runs first in the failing order",
+        );
+        show(
+            "event B",
+            &btrace,
+            &fb.stderr,
+            turn_b,
+            "runs second in the failing order",
+        );
     }
     let cmd = quote(&a.command);
     println!(

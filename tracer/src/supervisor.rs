@@ -576,7 +576,35 @@ impl Supervisor {
     }
 
     /// Give the turn to `tid` and resume it as its state requires.
+    /// For `analyze`: a symbolized backtrace of `tid` on stderr.
+    pub fn print_backtrace(&self, tid: pid_t, what: &str) {
+        let Some(t) = self.threads.get(&tid) else {
+            return;
+        };
+        let tgid = self.procs[t.proc as usize].tgid;
+        eprintln!(
+            "detrun-bt: turn {} thread {} {what} at {} ns",
+            self.world.decisions,
+            t.vt,
+            self.world.clock.elapsed()
+        );
+        for (i, f) in crate::backtrace::backtrace(tid, tgid, 12)
+            .iter()
+            .enumerate()
+        {
+            eprintln!("detrun-bt:   #{i} {f}");
+        }
+    }
+
     fn give_turn(&mut self, tid: pid_t) {
+        if self.cfg.backtrace_turn == Some(self.world.decisions) {
+            // Where the thread stands as it gets the turn.
+            let at = sys::get_regs(tid)
+                .ok()
+                .and_then(|r| crate::sysnames::name(r.orig_rax as i64))
+                .unwrap_or("?");
+            self.print_backtrace(tid, &format!("resumes in {at}"));
+        }
         self.running = Some(tid);
         self.hold = Hold::Normal;
         self.resumed_at = Instant::now();

@@ -77,23 +77,8 @@ pub fn dispatch(s: &mut Supervisor, tid: pid_t, regs: Regs) {
     let a = Args::from_regs(&regs);
     if s.cfg.backtrace_turn == Some(s.world.decisions) && !s.backtrace_done {
         s.backtrace_done = true;
-        let tgid = s
-            .threads
-            .get(&tid)
-            .map_or(tid, |t| s.procs[t.proc as usize].tgid);
-        let vt = s.threads.get(&tid).map_or(0, |t| t.vt);
         let name = crate::sysnames::name(a.nr).unwrap_or("?");
-        eprintln!(
-            "detrun-bt: turn {} thread {vt} {name} at {} ns",
-            s.world.decisions,
-            s.world.clock.elapsed()
-        );
-        for (i, f) in crate::backtrace::backtrace(tid, tgid, 12)
-            .iter()
-            .enumerate()
-        {
-            eprintln!("detrun-bt:   #{i} {f}");
-        }
+        s.print_backtrace(tid, &format!("then calls {name}"));
     }
     let out = route(s, tid, &a, regs);
     if s.trace.is_some() {
