@@ -599,3 +599,45 @@ fn hunt_flaky_cargo_test() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A hung or crashing run is reported and never hangs the hunt: wall-clock
+/// and virtual timeouts, and a death by signal.
+#[test]
+fn hung_and_crashed_runs_are_reported() {
+    let dir = std::env::temp_dir().join(format!("detrun-hunt-hang-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let report = dir.join("r.json");
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--timeout", "2", "--", "sh", "-c", "while :; do :; done"],
+            "timeout after 2s",
+        ),
+        (
+            &["--virtual-timeout", "30", "--", "sh", "-c", "sleep 1000"],
+            "virtual timeout after 30s",
+        ),
+        (&["--", "sh", "-c", "kill -SEGV $$"], "signal 11"),
+    ];
+    for (args, sig) in cases {
+        let mut a = vec![
+            "hunt",
+            "--runs",
+            "2",
+            "--no-progress",
+            "--report",
+            report.to_str().unwrap(),
+        ];
+        a.extend_from_slice(args);
+        let o = detrun(&a);
+        assert_eq!(code(&o), 1, "{args:?}: {}", stderr(&o));
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        assert_eq!(r["failures"], 2, "{r}");
+        let s = r["results"][0]["signature"].as_str().unwrap_or("");
+        assert!(
+            s.starts_with(sig),
+            "{args:?}: signature {s:?}, want {sig:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

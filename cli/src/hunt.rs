@@ -69,6 +69,10 @@ pub struct HuntArgs {
     /// Example: --timeout 30
     #[arg(long, default_value_t = 60)]
     timeout: u64,
+    /// Virtual seconds after which a run is stopped and reported as hung
+    /// (a sleep loop costs no wall time). Example: --virtual-timeout 600
+    #[arg(long, value_name = "SECS", default_value_t = 3600)]
+    virtual_timeout: u64,
     /// Give each run its own empty TMPDIR. Example: --tmpdir-per-run
     #[arg(long)]
     tmpdir_per_run: bool,
@@ -381,6 +385,7 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
         let timeout = Duration::from_secs(h.timeout.max(1));
         let tmp_per_run = h.tmpdir_per_run;
         let seed_start = h.seed_start;
+        let vtimeout = h.virtual_timeout;
         let cpu = w % ncpu;
         workers.push(std::thread::spawn(move || -> Result<()> {
             loop {
@@ -394,6 +399,8 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
                     seed.to_string(),
                     "--cpu".into(),
                     cpu.to_string(),
+                    "--virtual-timeout".into(),
+                    vtimeout.to_string(),
                 ];
                 args.extend(policy.flags(depth));
                 let tmp =
@@ -419,6 +426,10 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
                     None => (
                         "timeout".to_string(),
                         format!("timeout after {}s", timeout.as_secs()),
+                    ),
+                    Some(124) if e.contains("detrun: virtual timeout") => (
+                        "timeout".to_string(),
+                        format!("virtual timeout after {vtimeout}s"),
                     ),
                     Some(c) if rules.failed(c, &o, &e) => {
                         let what = match sig {

@@ -19,7 +19,9 @@ EXAMPLES:
 EXIT STATUS:
     the program's own exit status; 128+N if it died from signal N;
     122  --strict and a nondeterminism hazard was seen (the program passed)
+    121  replay --verify: the two runs differed
     123  deadlock: every thread blocked and nothing could wake them
+    124  --virtual-timeout passed
     125  detrun itself failed (bad arguments, no ptrace, ...)
     126  the program exists but cannot be executed
     127  the program was not found
@@ -179,6 +181,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     record_schedule: Option<PathBuf>,
 
+    /// Stop the run after this many seconds of virtual time (exit 124): a
+    /// program that sleeps or times out forever cannot hang CI.
+    /// Example: --virtual-timeout 3600
+    #[arg(long, value_name = "SECS")]
+    virtual_timeout: Option<u64>,
+
     /// Print a symbolized backtrace of the thread given turn N at its first
     /// syscall of that turn (used by analyze). Example: --backtrace-turn 12
     #[arg(long, value_name = "N", hide = true)]
@@ -250,6 +258,7 @@ pub fn run(cli: &RunArgs, command: &[OsString]) -> Result<i32> {
         script,
         record_schedule: cli.record_schedule.clone().map(|p| (p, policy_name)),
         backtrace_turn: cli.backtrace_turn,
+        virtual_timeout_ns: cli.virtual_timeout.map(|s| s.saturating_mul(1_000_000_000)),
         epoch_secs: cli.epoch,
         event_cost_ns: cli.event_cost_ns.max(1),
         quantum: cli.quantum.max(1),

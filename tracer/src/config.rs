@@ -17,6 +17,8 @@ pub struct RunConfig {
     pub pct: Option<(u32, u64)>,
     /// Write the schedule trace (JSON lines) here.
     pub trace: Option<PathBuf>,
+    /// Stop the run (exit 124) when virtual time passes this many ns.
+    pub virtual_timeout_ns: Option<u64>,
     /// Print a backtrace of the thread given turn N (1-based) at its first
     /// syscall of that turn (used by `analyze`).
     pub backtrace_turn: Option<u64>,
@@ -59,6 +61,7 @@ impl Default for RunConfig {
             trace: None,
             script: None,
             backtrace_turn: None,
+            virtual_timeout_ns: None,
             record_schedule: None,
             hostname: "detrun".into(),
             ncpus: 4,

@@ -19,4 +19,4 @@ pub mod vfiles;
 
 pub use config::RunConfig;
 pub use summary::Summary;
-pub use supervisor::{Supervisor, EXIT_DEADLOCK, EXIT_HAZARD, EXIT_INTERNAL};
+pub use supervisor::{Supervisor, EXIT_DEADLOCK, EXIT_HAZARD, EXIT_INTERNAL, EXIT_TIMEOUT};

@@ -26,6 +26,8 @@ use std::time::Instant;
 pub const EXIT_DEADLOCK: i32 = 123;
 /// Exit status when `--strict` found a hazard in a run that otherwise passed.
 pub const EXIT_HAZARD: i32 = 122;
+/// Exit status when the run exceeded `--virtual-timeout`.
+pub const EXIT_TIMEOUT: i32 = 124;
 /// Exit status for a failure of detrun itself.
 pub const EXIT_INTERNAL: i32 = 125;
 
@@ -250,6 +252,8 @@ pub struct Supervisor {
     pub backtrace_done: bool,
     /// Generated /proc files so far (for unique names).
     pub proc_files: u64,
+    /// The run passed `virtual_timeout_ns` and was stopped.
+    timed_out: bool,
     /// Virtual inode numbers and timestamps.
     pub fsv: detrun_scheduler::fsview::FsView,
     /// Sorted listings of directories being read, by (dev, ino).
@@ -318,6 +322,7 @@ impl Supervisor {
             dirs: BTreeMap::new(),
             backtrace_done: false,
             proc_files: 0,
+            timed_out: false,
         }
     }
 
@@ -399,6 +404,9 @@ impl Supervisor {
         };
         if self.deadlock.is_some() {
             code = EXIT_DEADLOCK;
+        }
+        if self.timed_out {
+            code = EXIT_TIMEOUT;
         }
         let mut sum = self.stats.summary();
         sum.seed = self.cfg.seed;
@@ -1061,6 +1069,17 @@ impl Supervisor {
         };
         let vt = t.vt;
         let expired = self.world.tick(vt);
+        if let Some(limit) = self.cfg.virtual_timeout_ns {
+            if self.world.clock.elapsed() > limit && !self.timed_out {
+                self.timed_out = true;
+                eprintln!(
+                    "detrun: virtual timeout: the run passed {} s of virtual time",
+                    limit / 1_000_000_000
+                );
+                self.kill_all();
+                return;
+            }
+        }
         if !redo && expired {
             self.yield_running(tid, Resume::Redo);
             return;
