@@ -31,9 +31,8 @@ pub struct AnalyzeArgs {
     /// The policy the seed fails under. Example: --policy pct
     #[arg(long, value_enum, default_value_t = PolicyArg::Chaos)]
     policy: PolicyArg,
-    /// Depth for --policy pct. Example: --pct-depth 3
-    #[arg(long, default_value_t = 2)]
-    pct_depth: u32,
+    #[command(flatten)]
+    pct: crate::hunt::PctOpts,
     /// Where to write the schedules (default ./detrun-analyze-SEED).
     /// Example: --out-dir /tmp/an
     #[arg(long, value_name = "DIR")]
@@ -53,14 +52,22 @@ pub struct AnalyzeArgs {
 
 struct Probe {
     failed: bool,
+    /// The run could not follow the schedule it was given.
+    diverged: bool,
     stderr: String,
 }
 
-fn probe(args: Vec<String>, command: &[OsString], timeout: Duration) -> Result<Probe> {
+fn probe(mut args: Vec<String>, command: &[OsString], timeout: Duration) -> Result<Probe> {
+    let sum = std::env::temp_dir().join(format!("detrun-analyze-{}.json", std::process::id()));
+    args.push("--summary-json".into());
+    args.push(sum.to_string_lossy().into_owned());
     let (st, _out, err) = run_child(&args, command, timeout, &[])?;
     let failed = st.is_none_or(|s| s.code() != Some(0));
+    let diverged = std::fs::read_to_string(&sum).is_ok_and(|t| t.contains("schedule-diverged"));
+    let _ = std::fs::remove_file(&sum);
     Ok(Probe {
         failed,
+        diverged,
         stderr: String::from_utf8_lossy(&err).into_owned(),
     })
 }
@@ -145,7 +152,7 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<i32> {
         "--record-schedule".into(),
         full_path.to_string_lossy().into_owned(),
     ];
-    args.extend(a.policy.flags(a.pct_depth));
+    args.extend(a.policy.flags(&a.pct));
     if !probe(args, &a.command, timeout)?.failed {
         bail!(
             "seed {} does not fail under --policy {}: nothing to analyze",
@@ -200,7 +207,9 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<i32> {
             "--schedule".into(),
             probe_path.to_string_lossy().into_owned(),
         ];
-        if !probe(args, &a.command, timeout)?.failed {
+        let p = probe(args, &a.command, timeout)?;
+        // A swap the run could not follow says nothing about the race.
+        if !p.failed && !p.diverged {
             swap = Some((i, cand));
             break;
         }

@@ -33,13 +33,38 @@ impl PolicyArg {
     }
 
     /// The run flags that select this policy.
-    pub fn flags(self, depth: u32) -> Vec<String> {
+    pub fn flags(self, pct: &PctOpts) -> Vec<String> {
         match self {
             PolicyArg::Chaos => vec!["--chaos".into()],
-            PolicyArg::Pct => vec![format!("--pct={depth}")],
+            PolicyArg::Pct => {
+                let mut v = vec![
+                    format!("--pct={}", pct.pct_depth),
+                    format!("--pct-insns={}", pct.pct_insns),
+                ];
+                if let Some(k) = pct.pct_steps {
+                    v.push(format!("--pct-steps={k}"));
+                }
+                v
+            }
             PolicyArg::Default => vec![],
         }
     }
+}
+
+/// PCT parameters shared by hunt, replay and analyze.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PctOpts {
+    /// Depth for --policy pct. Example: --pct-depth 3
+    #[arg(long, default_value_t = 2)]
+    pub pct_depth: u32,
+    /// Expected events per run for --policy pct (hunt measures it with one
+    /// default run when not given). Example: --pct-steps 500
+    #[arg(long)]
+    pub pct_steps: Option<u64>,
+    /// Instruction budget of PCT's preemption points (see `detrun --help`).
+    /// Example: --pct-insns 200
+    #[arg(long, default_value_t = 1000)]
+    pub pct_insns: u32,
 }
 
 #[derive(clap::Args, Debug)]
@@ -54,9 +79,8 @@ pub struct HuntArgs {
     /// Scheduling policy of the runs. Example: --policy pct
     #[arg(long, value_enum, default_value_t = PolicyArg::Chaos)]
     policy: PolicyArg,
-    /// Depth for --policy pct. Example: --pct-depth 3
-    #[arg(long, default_value_t = 2)]
-    pct_depth: u32,
+    #[command(flatten)]
+    pct: PctOpts,
     /// First seed; runs use SEED, SEED+1, ... Example: --seed-start 1000
     #[arg(long, default_value_t = 1)]
     seed_start: u64,
@@ -105,9 +129,8 @@ pub struct ReplayArgs {
     /// The policy the seed was found with. Example: --policy chaos
     #[arg(long, value_enum, default_value_t = PolicyArg::Chaos)]
     policy: PolicyArg,
-    /// Depth for --policy pct. Example: --pct-depth 3
-    #[arg(long, default_value_t = 2)]
-    pct_depth: u32,
+    #[command(flatten)]
+    pct: PctOpts,
     /// Run twice and fail (exit 121) if stdout, stderr, exit status or the
     /// schedule trace differ, printing the first difference. Example: --verify
     #[arg(long)]
@@ -244,10 +267,16 @@ fn shell_quote(a: &OsString) -> String {
     }
 }
 
-pub fn replay_command(seed: u64, policy: PolicyArg, depth: u32, command: &[OsString]) -> String {
+pub fn replay_command(seed: u64, policy: PolicyArg, pct: &PctOpts, command: &[OsString]) -> String {
     let mut s = format!("detrun replay --seed {seed} --policy {}", policy.name());
     if policy == PolicyArg::Pct {
-        s.push_str(&format!(" --pct-depth {depth}"));
+        s.push_str(&format!(
+            " --pct-depth {} --pct-insns {}",
+            pct.pct_depth, pct.pct_insns
+        ));
+        if let Some(k) = pct.pct_steps {
+            s.push_str(&format!(" --pct-steps {k}"));
+        }
     }
     s.push_str(" --");
     for a in command {
@@ -348,8 +377,33 @@ fn junit(results: &[RunResult], secs: f64) -> String {
     x
 }
 
+/// Events of one run under the default policy: PCT's `k`.
+fn measure_steps(command: &[OsString], timeout: Duration) -> Result<u64> {
+    let f = std::env::temp_dir().join(format!("detrun-steps-{}.json", std::process::id()));
+    let args = vec![
+        "--summary-json".to_string(),
+        f.to_string_lossy().into_owned(),
+    ];
+    run_child(&args, command, timeout, &[])?;
+    let text = std::fs::read_to_string(&f).unwrap_or_default();
+    let _ = std::fs::remove_file(&f);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    let n = ["syscalls_intercepted", "rdtsc", "cpuid", "threads"]
+        .iter()
+        .map(|k| v[k].as_u64().unwrap_or(0))
+        .sum::<u64>();
+    Ok(n.max(1))
+}
+
 pub fn hunt(h: &HuntArgs) -> Result<i32> {
     let rules = Arc::new(FailRules::parse(&h.fail_on)?);
+    let mut pct = h.pct.clone();
+    if h.policy == PolicyArg::Pct && pct.pct_steps.is_none() {
+        pct.pct_steps = Some(measure_steps(
+            &h.command,
+            Duration::from_secs(h.timeout.max(1)),
+        )?);
+    }
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
     let jobs = h.jobs.unwrap_or(ncpu).clamp(1, 256);
     let runs = h.runs;
@@ -381,7 +435,7 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
         );
         let command = h.command.clone();
         let policy = h.policy;
-        let depth = h.pct_depth;
+        let pct = pct.clone();
         let timeout = Duration::from_secs(h.timeout.max(1));
         let tmp_per_run = h.tmpdir_per_run;
         let seed_start = h.seed_start;
@@ -402,7 +456,7 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
                     "--virtual-timeout".into(),
                     vtimeout.to_string(),
                 ];
-                args.extend(policy.flags(depth));
+                args.extend(policy.flags(&pct));
                 let tmp =
                     std::env::temp_dir().join(format!("detrun-hunt-{}-{seed}", std::process::id()));
                 let mut env: Vec<(&str, &Path)> = Vec::new();
@@ -460,7 +514,7 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
                     signature,
                     stderr_tail: tail(&e, 5),
                     failed_tests: failed_tests(&o),
-                    replay: replay_command(seed, policy, depth, &command),
+                    replay: replay_command(seed, policy, &pct, &command),
                 };
                 results
                     .lock()
@@ -513,7 +567,7 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
             );
             println!(
                 "         replay: {}",
-                replay_command(g.seeds[0], h.policy, h.pct_depth, &h.command)
+                replay_command(g.seeds[0], h.policy, &pct, &h.command)
             );
         }
         let tests: std::collections::BTreeSet<&String> =
@@ -563,7 +617,7 @@ fn truncate(s: &str, n: usize) -> String {
 
 pub fn replay(r: &ReplayArgs) -> Result<i32> {
     let mut args = vec!["--seed".to_string(), r.seed.to_string()];
-    args.extend(r.policy.flags(r.pct_depth));
+    args.extend(r.policy.flags(&r.pct));
     if !r.verify {
         let (st, out, err) = run_child(&args, &r.command, Duration::from_secs(u64::MAX / 4), &[])?;
         use std::io::Write;

@@ -108,8 +108,16 @@ pub struct RunArgs {
 
     /// Expected number of intercepted events of a run, over which PCT
     /// spreads its change points. Example: --pct-steps 50000
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, default_value_t = 1_000)]
     pct_steps: u64,
+
+    /// PCT's instruction budget: at a change point, let the running thread
+    /// run a seeded 1..=N more instructions (single-stepped) before it is
+    /// preempted, so races with no syscall in their window are reached;
+    /// 0 switches only at syscalls. Costs ~30 us per instruction, at
+    /// DEPTH-1 points per run. Example: --pct-insns 200
+    #[arg(long, default_value_t = 1000)]
+    pct_insns: u32,
 
     /// Write the schedule trace (decisions and intercepted syscalls, JSON
     /// lines; same bytes for the same seed). Example: --trace run.jsonl
@@ -263,7 +271,9 @@ pub fn run(cli: &RunArgs, command: &[OsString]) -> Result<i32> {
         event_cost_ns: cli.event_cost_ns.max(1),
         quantum: cli.quantum.max(1),
         chaos: cli.chaos,
-        pct: cli.pct.map(|d| (d.clamp(1, 64), cli.pct_steps.max(1))),
+        pct: cli
+            .pct
+            .map(|d| (d.clamp(1, 64), cli.pct_steps.max(1), cli.pct_insns)),
         trace: cli.trace.clone(),
         hostname: cli.hostname.clone(),
         ncpus: cli.cpus.clamp(1, 64),

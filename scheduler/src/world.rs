@@ -84,7 +84,7 @@ pub enum Policy {
     /// random distinct priorities, the highest runnable thread always runs,
     /// and at `depth - 1` seeded steps the running thread drops to the
     /// lowest priorities.
-    Pct { depth: u32, steps: u64 },
+    Pct { depth: u32, steps: u64, insns: u32 },
 }
 
 #[derive(Clone, Debug)]
@@ -172,6 +172,9 @@ pub struct Segment {
     pub tid: Tid,
     pub events: u32,
     pub preempted: bool,
+    /// When preempted between syscalls: instructions it ran after its
+    /// last event (single-stepped), else 0.
+    pub insns: u32,
 }
 
 /// What the tracer should do next.
@@ -225,6 +228,11 @@ pub struct World {
     pub diverged: Option<u64>,
     /// The current turn was given by the script.
     scripted: bool,
+    /// Instructions of the scripted turn to run past its last event.
+    script_insns: u32,
+    /// An instruction-level preemption the tracer must carry out: run this
+    /// many more instructions, then (PCT) drop to the given priority.
+    pending_insns: Option<(u32, Option<u64>)>,
 }
 
 fn cfg_quantum(cfg: &Config) -> u32 {
@@ -236,7 +244,7 @@ impl World {
         let streams = Streams::new(cfg.seed);
         let mut sched = streams.stream(Purpose::Sched, 0);
         let mut change_points = Vec::new();
-        if let Policy::Pct { depth, steps } = cfg.policy {
+        if let Policy::Pct { depth, steps, .. } = cfg.policy {
             for level in 1..depth.max(1) as u64 {
                 change_points.push((sched.next_u64() % steps.max(1), level));
             }
@@ -265,6 +273,29 @@ impl World {
             script_pos: 0,
             diverged: None,
             scripted: false,
+            script_insns: 0,
+            pending_insns: None,
+        }
+    }
+
+    /// An instruction-level preemption is due: the tracer single-steps the
+    /// running thread this many instructions, then calls
+    /// [`World::insn_preempted`].
+    pub fn take_insn_preemption(&mut self) -> Option<u32> {
+        self.pending_insns.as_ref().map(|p| p.0)
+    }
+
+    /// The running thread `t` ran `done` more instructions (fewer than asked
+    /// if it reached a syscall first) and is preempted there.
+    pub fn insn_preempted(&mut self, t: Tid, done: u32) {
+        if let Some((_, level)) = self.pending_insns.take() {
+            if let (Some(level), Some(th)) = (level, self.threads.get_mut(t as usize)) {
+                th.prio = level;
+            }
+        }
+        if let Some(seg) = self.recorded.last_mut() {
+            seg.preempted = true;
+            seg.insns = done.max(1);
         }
     }
 
@@ -399,17 +430,35 @@ impl World {
 
     fn policy_expired(&mut self, t: Tid) -> bool {
         if self.scripted {
-            return self.slice >= self.slice_len;
+            let due = self.slice >= self.slice_len;
+            if due && self.script_insns > 0 {
+                // Recorded as preempted between syscalls: step that far.
+                self.pending_insns = Some((self.script_insns, None));
+                return false;
+            }
+            return due;
         }
         match self.cfg.policy {
             Policy::RoundRobin | Policy::Chaos => self.slice >= self.slice_len,
-            Policy::Pct { .. } => {
-                // At a change point the running thread drops to that level.
+            Policy::Pct { insns, .. } => {
+                // At a change point the running thread drops to that level,
+                // either now or, with an instruction budget and someone to
+                // switch to, a seeded number of instructions from now.
                 while let Some(&(at, level)) = self.change_points.first() {
                     if at > self.steps {
                         break;
                     }
                     self.change_points.remove(0);
+                    let others = self
+                        .threads
+                        .iter()
+                        .enumerate()
+                        .any(|(i, o)| i as Tid != t && o.state == State::Runnable);
+                    if insns > 0 && others && self.pending_insns.is_none() {
+                        let n = 1 + (self.sched.next_u64() % insns as u64) as u32;
+                        self.pending_insns = Some((n, Some(level)));
+                        return false;
+                    }
                     if let Some(th) = self.threads.get_mut(t as usize) {
                         th.prio = level;
                     }
@@ -779,6 +828,7 @@ impl World {
                 } else {
                     u32::MAX
                 };
+                self.script_insns = if seg.preempted { seg.insns } else { 0 };
                 return Some(seg.tid);
             }
             // Nothing can run yet: time must move first.
@@ -841,6 +891,13 @@ impl World {
     /// previous thread (blocked it, yielded it, or it died).
     pub fn next_turn(&mut self) -> Next {
         debug_assert!(self.current.is_none());
+        // Threads whose deadline has passed are candidates too.
+        if self.timers_due() {
+            let d = self.fire_due();
+            if !d.is_empty() {
+                return Next::Deliver(d);
+            }
+        }
         loop {
             if let Some(t) = self.pick() {
                 self.decisions += 1;
@@ -855,6 +912,7 @@ impl World {
                     tid: t,
                     events: 0,
                     preempted: false,
+                    insns: 0,
                 });
                 return Next::Run(t);
             }

@@ -32,9 +32,10 @@ fn policy() -> impl Strategy<Value = Policy> {
     prop_oneof![
         Just(Policy::RoundRobin),
         Just(Policy::Chaos),
-        (1u32..4).prop_map(|d| Policy::Pct {
+        (1u32..4, prop_oneof![Just(0u32), Just(50u32)]).prop_map(|(d, insns)| Policy::Pct {
             depth: d,
-            steps: 200
+            steps: 200,
+            insns
         }),
     ]
 }
@@ -117,6 +118,13 @@ fn drive_scripted(
                         cur = None;
                         break;
                     }
+                    // What the tracer does for an instruction-level point.
+                    if let Some(k) = w.take_insn_preemption() {
+                        w.insn_preempted(t, k);
+                        w.yield_turn(t);
+                        cur = None;
+                        break;
+                    }
                 }
             }
             Op::FutexWait(k) => {
@@ -164,8 +172,8 @@ proptest! {
     /// A recorded schedule replayed under the default policy makes the same
     /// decisions as the chaotic run that recorded it.
     #[test]
-    fn recorded_schedule_replays(seed in any::<u64>(), ops in prop::collection::vec(op(), 1..200)) {
-        let (a, rec) = drive_scripted(seed, Policy::Chaos, &ops, None);
+    fn recorded_schedule_replays(seed in any::<u64>(), pol in policy(), ops in prop::collection::vec(op(), 1..200)) {
+        let (a, rec) = drive_scripted(seed, pol, &ops, None);
         let (b, _) = drive_scripted(seed, Policy::RoundRobin, &ops, Some(rec));
         prop_assert_eq!(a, b);
     }

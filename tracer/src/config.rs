@@ -13,8 +13,9 @@ pub struct RunConfig {
     pub event_cost_ns: u64,
     pub quantum: u32,
     pub chaos: bool,
-    /// PCT with this depth (and expected steps), instead of chaos/default.
-    pub pct: Option<(u32, u64)>,
+    /// PCT with (depth, expected steps, instruction budget), instead of
+    /// chaos/default.
+    pub pct: Option<(u32, u64, u32)>,
     /// Write the schedule trace (JSON lines) here.
     pub trace: Option<PathBuf>,
     /// Stop the run (exit 124) when virtual time passes this many ns.

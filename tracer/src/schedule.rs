@@ -14,7 +14,10 @@
 //! is one turn: the thread (numbered in creation order from 0), how many
 //! intercepted events it ran, and `p` if the turn ended because the
 //! scheduler preempted it or `e` if the thread ended the turn itself
-//! (blocked, yielded, exited). Replaying follows the turns in order and then
+//! (blocked, yielded, exited). An optional fourth field on a `p` line is
+//! the number of instructions the thread ran after its last event before
+//! the preemption (an instruction-level preemption point, reached by
+//! single-stepping). Replaying follows the turns in order and then
 //! continues with the default policy; a prefix of a schedule is a valid
 //! schedule (that is how `analyze` bisects).
 
@@ -35,13 +38,12 @@ impl Schedule {
     pub fn render(&self) -> String {
         let mut s = format!("{HEADER}\nseed {}\npolicy {}\n", self.seed, self.policy);
         for t in &self.turns {
-            let _ = writeln!(
-                s,
-                "{} {} {}",
-                t.tid,
-                t.events,
-                if t.preempted { 'p' } else { 'e' }
-            );
+            let kind = if t.preempted { 'p' } else { 'e' };
+            if t.insns > 0 {
+                let _ = writeln!(s, "{} {} {kind} {}", t.tid, t.events, t.insns);
+            } else {
+                let _ = writeln!(s, "{} {} {kind}", t.tid, t.events);
+            }
         }
         s
     }
@@ -66,13 +68,17 @@ impl Schedule {
             match f.as_slice() {
                 ["seed", v] => seed = v.parse().map_err(|_| bad())?,
                 ["policy", v] => policy = v.to_string(),
-                [t, n, k] => turns.push(Segment {
+                [t, n, k] | [t, n, k, _] => turns.push(Segment {
                     tid: t.parse().map_err(|_| bad())?,
                     events: n.parse().map_err(|_| bad())?,
                     preempted: match *k {
                         "p" => true,
                         "e" => false,
                         _ => return Err(bad()),
+                    },
+                    insns: match f.get(3) {
+                        Some(i) => i.parse().map_err(|_| bad())?,
+                        None => 0,
                     },
                 }),
                 _ => return Err(bad()),
@@ -105,11 +111,19 @@ mod tests {
                     tid: 0,
                     events: 4,
                     preempted: true,
+                    insns: 0,
+                },
+                Segment {
+                    tid: 1,
+                    events: 2,
+                    preempted: true,
+                    insns: 37,
                 },
                 Segment {
                     tid: 2,
                     events: 0,
                     preempted: false,
+                    insns: 0,
                 },
             ],
         };

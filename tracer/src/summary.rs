@@ -25,6 +25,8 @@ pub struct Summary {
     pub rdtsc: u64,
     pub cpuid: u64,
     pub signals_delivered: u64,
+    pub insn_preemptions: u64,
+    pub single_steps: u64,
     pub scheduling_decisions: u64,
     pub context_switches: u64,
     pub namespaces: bool,
@@ -40,6 +42,8 @@ pub struct Stats {
     pub rdtsc: u64,
     pub cpuid: u64,
     pub signals: u64,
+    pub insn_preemptions: u64,
+    pub single_steps: u64,
     pub threads: u64,
     pub processes: u64,
     hazards: BTreeMap<(String, String), u64>,
@@ -53,6 +57,8 @@ impl Default for Stats {
             rdtsc: 0,
             cpuid: 0,
             signals: 0,
+            insn_preemptions: 0,
+            single_steps: 0,
             threads: 0,
             processes: 0,
             hazards: BTreeMap::new(),
@@ -110,6 +116,8 @@ impl Stats {
             rdtsc: self.rdtsc,
             cpuid: self.cpuid,
             signals_delivered: self.signals,
+            insn_preemptions: self.insn_preemptions,
+            single_steps: self.single_steps,
             hazards: self
                 .hazards
                 .iter()
@@ -152,6 +160,11 @@ impl Summary {
             s,
             "  intercepted         {} syscalls, {} rdtsc, {} cpuid, {} signals",
             self.syscalls_intercepted, self.rdtsc, self.cpuid, self.signals_delivered
+        );
+        let _ = writeln!(
+            s,
+            "  preemption          {} instruction preemptions, {} single-steps",
+            self.insn_preemptions, self.single_steps
         );
         let _ = writeln!(
             s,

@@ -272,7 +272,11 @@ impl Supervisor {
             event_cost_ns: cfg.event_cost_ns,
             quantum: cfg.quantum.max(1),
             policy: match (cfg.pct, cfg.chaos) {
-                (Some((depth, steps)), _) => Policy::Pct { depth, steps },
+                (Some((depth, steps, insns)), _) => Policy::Pct {
+                    depth,
+                    steps,
+                    insns,
+                },
                 (None, true) => Policy::Chaos,
                 (None, false) => Policy::RoundRobin,
             },
@@ -691,7 +695,18 @@ impl Supervisor {
     pub fn apply_resume(&mut self, tid: pid_t, resume: Resume) {
         let at_exit = self.threads.get(&tid).is_some_and(|t| t.at_exit);
         let r = match resume {
-            Resume::Initial => sys::cont(tid, 0),
+            Resume::Initial => {
+                // Thread start is a scheduling point (an event of its own),
+                // where an instruction-level preemption may begin.
+                if let Some(vt) = self.threads.get(&tid).map(|t| t.vt) {
+                    self.world.tick(vt);
+                }
+                if let Some(t) = self.threads.get_mut(&tid) {
+                    t.resume = Resume::Cont(0);
+                }
+                self.continue_running(tid);
+                return;
+            }
             Resume::Cont(sig) => sys::cont(tid, sig),
             Resume::PassReal => sys::cont(tid, 0),
             Resume::Redo => {
@@ -785,9 +800,71 @@ impl Supervisor {
         if self.running != Some(tid) {
             return;
         }
+        if let Some(n) = self.world.take_insn_preemption() {
+            self.step_preempt(tid, n);
+            return;
+        }
         if let Err(_e) = sys::cont(tid, 0) {
             // Died under us; the death event follows.
         }
+    }
+
+    /// An instruction-level preemption point: single-step the running
+    /// thread `n` instructions (stopping early at a syscall or a signal),
+    /// then give up its turn there. A pure function of the thread's own
+    /// execution, so replays land on the same instruction.
+    fn step_preempt(&mut self, tid: pid_t, n: u32) {
+        let Some(vt) = self.threads.get(&tid).map(|t| t.vt) else {
+            return;
+        };
+        let mut done = 0u32;
+        let mut resume = Resume::Cont(0);
+        while done < n {
+            if sys::singlestep(tid).is_err() {
+                return;
+            }
+            let st = loop {
+                match sys::wait_pid(tid, 0) {
+                    Ok((_, st)) => break st,
+                    Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                    Err(_) => return,
+                }
+            };
+            if !libc::WIFSTOPPED(st) {
+                self.on_stop(tid, st); // it died
+                return;
+            }
+            let sig = libc::WSTOPSIG(st);
+            let event = (st >> 16) & 0xffff;
+            if sig == libc::SIGTRAP && event == libc::PTRACE_EVENT_SECCOMP {
+                // Reached a syscall first: preempt at its entry.
+                if let Ok(r) = sys::get_regs(tid) {
+                    self.stats.count(r.orig_rax as i64);
+                }
+                resume = Resume::Redo;
+                break;
+            }
+            if sig == libc::SIGTRAP && event == 0 {
+                done += 1;
+                self.stats.single_steps += 1;
+                continue;
+            }
+            if sig == libc::SIGSEGV && crate::handlers::misc::emulate_fault(self, tid) {
+                done += 1;
+                continue;
+            }
+            if event == 0 {
+                // A real signal: deliver it when the thread runs again.
+                resume = Resume::Cont(sig);
+                break;
+            }
+            // Any other stop (exit, exec...) is handled the usual way.
+            self.on_stop(tid, st);
+            return;
+        }
+        self.stats.insn_preemptions += 1;
+        self.world.insn_preempted(vt, done);
+        self.yield_running(tid, resume);
     }
 
     /// Wake parked threads whose descriptors became ready.
