@@ -40,14 +40,8 @@ pub struct AnalyzeArgs {
     /// Wall-clock seconds each probe run may take. Example: --timeout 30
     #[arg(long, default_value_t = 60)]
     timeout: u64,
-    /// The command. Example: -- ./flaky-test
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "PROGRAM"
-    )]
-    command: Vec<OsString>,
+    #[command(flatten)]
+    program: crate::Program,
 }
 
 struct Probe {
@@ -153,14 +147,20 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<i32> {
         full_path.to_string_lossy().into_owned(),
     ];
     args.extend(a.policy.flags(&a.pct));
-    if !probe(args, &a.command, timeout)?.failed {
+    if !probe(args, &a.program.command, timeout)?.failed {
         bail!(
             "seed {} does not fail under --policy {}: nothing to analyze",
             a.seed,
             a.policy.name()
         );
     }
-    if probe(vec!["--seed".into(), seed.clone()], &a.command, timeout)?.failed {
+    if probe(
+        vec!["--seed".into(), seed.clone()],
+        &a.program.command,
+        timeout,
+    )?
+    .failed
+    {
         bail!("seed {} fails under the default policy too: the failure does not depend on the schedule", a.seed);
     }
     let full = Schedule::load(&full_path).map_err(anyhow::Error::msg)?;
@@ -174,7 +174,7 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<i32> {
             "--schedule".into(),
             probe_path.to_string_lossy().into_owned(),
         ];
-        probe(args, &a.command, timeout)
+        probe(args, &a.program.command, timeout)
     };
     if !run_prefix(n)?.failed {
         bail!("replaying the recorded schedule does not fail: the failure is not reproducible by schedule alone");
@@ -207,7 +207,7 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<i32> {
             "--schedule".into(),
             probe_path.to_string_lossy().into_owned(),
         ];
-        let p = probe(args, &a.command, timeout)?;
+        let p = probe(args, &a.program.command, timeout)?;
         // A swap the run could not follow says nothing about the race.
         if !p.failed && !p.diverged {
             swap = Some((i, cand));
@@ -266,7 +266,7 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<i32> {
             "--backtrace-turn".into(),
             turn.to_string(),
         ];
-        let p = probe(args, &a.command, timeout)?;
+        let p = probe(args, &a.program.command, timeout)?;
         Ok((p, std::fs::read_to_string(&trace).unwrap_or_default()))
     };
     let (fa, ftrace) = confirm(&fail_sched, "fail", turn_a)?;
@@ -282,7 +282,7 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<i32> {
             "--schedule".into(),
             pass_sched.to_string_lossy().into_owned(),
         ],
-        &a.command,
+        &a.program.command,
         timeout,
     )?;
     if !fa.failed || passes.failed {
@@ -344,7 +344,7 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<i32> {
             "runs second in the failing order",
         );
     }
-    let cmd = quote(&a.command);
+    let cmd = quote(&a.program.command);
     println!(
         "replay failing: detrun --schedule {} -- {cmd}",
         fail_sched.display()

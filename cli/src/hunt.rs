@@ -111,14 +111,8 @@ pub struct HuntArgs {
     /// Example: --no-progress
     #[arg(long)]
     no_progress: bool,
-    /// The command. Example: -- ./flaky-test --filter net
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "PROGRAM"
-    )]
-    command: Vec<OsString>,
+    #[command(flatten)]
+    program: crate::Program,
 }
 
 #[derive(clap::Args, Debug)]
@@ -135,14 +129,8 @@ pub struct ReplayArgs {
     /// schedule trace differ, printing the first difference. Example: --verify
     #[arg(long)]
     verify: bool,
-    /// The command. Example: -- ./flaky-test
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "PROGRAM"
-    )]
-    command: Vec<OsString>,
+    #[command(flatten)]
+    program: crate::Program,
 }
 
 /// The outcome of one child run.
@@ -400,7 +388,7 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
     let mut pct = h.pct.clone();
     if h.policy == PolicyArg::Pct && pct.pct_steps.is_none() {
         pct.pct_steps = Some(measure_steps(
-            &h.command,
+            &h.program.command,
             Duration::from_secs(h.timeout.max(1)),
         )?);
     }
@@ -433,7 +421,7 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
             rules.clone(),
             bar.clone(),
         );
-        let command = h.command.clone();
+        let command = h.program.command.clone();
         let policy = h.policy;
         let pct = pct.clone();
         let timeout = Duration::from_secs(h.timeout.max(1));
@@ -567,7 +555,7 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
             );
             println!(
                 "         replay: {}",
-                replay_command(g.seeds[0], h.policy, &pct, &h.command)
+                replay_command(g.seeds[0], h.policy, &pct, &h.program.command)
             );
         }
         let tests: std::collections::BTreeSet<&String> =
@@ -583,6 +571,7 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
         let rep = Report {
             version: 1,
             command: h
+                .program
                 .command
                 .iter()
                 .map(|a| a.to_string_lossy().into_owned())
@@ -619,7 +608,12 @@ pub fn replay(r: &ReplayArgs) -> Result<i32> {
     let mut args = vec!["--seed".to_string(), r.seed.to_string()];
     args.extend(r.policy.flags(&r.pct));
     if !r.verify {
-        let (st, out, err) = run_child(&args, &r.command, Duration::from_secs(u64::MAX / 4), &[])?;
+        let (st, out, err) = run_child(
+            &args,
+            &r.program.command,
+            Duration::from_secs(u64::MAX / 4),
+            &[],
+        )?;
         use std::io::Write;
         std::io::stdout().write_all(&out)?;
         std::io::stderr().write_all(&err)?;
@@ -633,7 +627,12 @@ pub fn replay(r: &ReplayArgs) -> Result<i32> {
         let mut a = args.clone();
         a.push("--trace".into());
         a.push(trace.to_string_lossy().into_owned());
-        let (st, out, err) = run_child(&a, &r.command, Duration::from_secs(u64::MAX / 4), &[])?;
+        let (st, out, err) = run_child(
+            &a,
+            &r.program.command,
+            Duration::from_secs(u64::MAX / 4),
+            &[],
+        )?;
         let t = std::fs::read(&trace).unwrap_or_default();
         runs.push((st.and_then(|s| s.code()).unwrap_or(125), out, err, t));
     }

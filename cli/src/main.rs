@@ -49,14 +49,8 @@ struct Cli {
     #[command(flatten)]
     run: RunArgs,
 
-    /// The program and its arguments. Example: -- ./server --port 8080
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "PROGRAM"
-    )]
-    command: Vec<OsString>,
+    #[command(flatten)]
+    program: crate::Program,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -70,6 +64,19 @@ enum Sub {
     /// Find the scheduling decision that makes a failing seed fail.
     /// Example: detrun analyze --seed 1337 -- ./flaky
     Analyze(analyze::AnalyzeArgs),
+}
+
+/// The program to run, after `--`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Program {
+    /// The program and its arguments. Example: -- ./server --port 8080
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM"
+    )]
+    pub command: Vec<OsString>,
 }
 
 /// Options of one run (also accepted by `replay`).
@@ -304,7 +311,7 @@ fn main() {
         Some(Sub::Hunt(h)) => hunt::hunt(h),
         Some(Sub::Replay(r)) => hunt::replay(r),
         Some(Sub::Analyze(a)) => analyze::analyze(a),
-        None => run(&cli.run, &cli.command),
+        None => run(&cli.run, &cli.program.command),
     };
     let code = match r {
         Ok(c) => c,
