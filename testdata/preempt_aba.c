@@ -2,7 +2,9 @@
  *
  * A Treiber stack of 8 preallocated nodes: pop reads the head and its next
  * pointer and swings the head with __atomic_compare_exchange_n; there is
- * no ABA protection (no tag, no hazard pointers).
+ * no ABA protection (no tag, no hazard pointers).  Every pop validates
+ * the node's checksum between reading the head and the compare-and-swap
+ * (a debug check; it also widens the window).
  *
  *   thread B: 5000 times: pop a node, push it back;
  *   thread A: 2001 times: push back the node it kept from the previous
@@ -38,12 +40,15 @@
 struct node {
     struct node *next;
     int id;
+    long payload[4];
+    long sum; /* checksum of the payload, validated by every pop */
 };
 
 static struct node nodes[NODES];
 static struct node *head;
 static struct node *a_hand; /* the node thread A keeps at the end */
 static long empty_pops;
+static volatile int bad_sums;
 
 /* One intercepted syscall: the last event before the racy loop. */
 static void mark(void)
@@ -61,6 +66,17 @@ static void push(struct node *n)
                                         __ATOMIC_RELAXED));
 }
 
+/* A debug check of the node about to be popped (a few dozen
+ * instructions, no syscall). */
+static void check_node(const struct node *n)
+{
+    long s = 0;
+    for (int i = 0; i < 4; i++)
+        s = s * 31 + n->payload[i];
+    if (s != n->sum)
+        bad_sums++;
+}
+
 static struct node *pop(void)
 {
     struct node *old = __atomic_load_n(&head, __ATOMIC_ACQUIRE);
@@ -68,7 +84,10 @@ static struct node *pop(void)
     do {
         if (!old)
             return NULL;
-        next = old->next; /* the window: old may be popped and pushed back */
+        /* The window: between reading the head and the compare-and-swap,
+         * old may be popped, its next popped too, and old pushed back. */
+        next = old->next;
+        check_node(old);
     } while (!__atomic_compare_exchange_n(&head, &old, next, 1, __ATOMIC_ACQUIRE,
                                           __ATOMIC_ACQUIRE));
     return old;
@@ -114,6 +133,11 @@ int main(void)
 {
     for (int i = NODES - 1; i >= 0; i--) {
         nodes[i].id = i;
+        nodes[i].sum = 0;
+        for (int j = 0; j < 4; j++) {
+            nodes[i].payload[j] = 1000 * i + j;
+            nodes[i].sum = nodes[i].sum * 31 + nodes[i].payload[j];
+        }
         push(&nodes[i]);
     }
     pthread_t a, b;
@@ -144,6 +168,10 @@ int main(void)
         }
     if (empty_pops) {
         fprintf(stderr, "preempt_aba: %ld pops found the stack empty\n", empty_pops);
+        problems++;
+    }
+    if (bad_sums) {
+        fprintf(stderr, "preempt_aba: %d nodes failed their checksum\n", bad_sums);
         problems++;
     }
     if (problems)
