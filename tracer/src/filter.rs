@@ -133,7 +133,6 @@ const ALLOW: &[i64] = &[
     libc::SYS_chroot,
     libc::SYS_name_to_handle_at,
     // sockets (creation and configuration never block)
-    libc::SYS_socket,
     libc::SYS_socketpair,
     libc::SYS_bind,
     libc::SYS_listen,
@@ -260,6 +259,15 @@ pub fn build(fs_virtual: bool) -> Result<BpfProgram, String> {
             rules.insert(nr, vec![]);
         }
     }
+    // socket: local domains run as they are; AF_INET/AF_INET6 trap so that
+    // the use of the host's network is reported.
+    rules.insert(
+        libc::SYS_socket,
+        vec![rule(vec![
+            cond(0, Len::Dword, Op::Ne, libc::AF_INET as u64),
+            cond(0, Len::Dword, Op::Ne, libc::AF_INET6 as u64),
+        ])],
+    );
     // fcntl: everything but the blocking lock commands.
     rules.insert(
         libc::SYS_fcntl,

@@ -32,8 +32,8 @@ pub mod nr {
         SYS_recvmsg, SYS_rseq, SYS_rt_sigqueueinfo, SYS_rt_sigsuspend, SYS_rt_sigtimedwait,
         SYS_rt_tgsigqueueinfo, SYS_sched_getaffinity, SYS_sched_setaffinity, SYS_sched_yield,
         SYS_select, SYS_semop, SYS_semtimedop, SYS_sendfile, SYS_sendmmsg, SYS_sendmsg, SYS_sendto,
-        SYS_set_tid_address, SYS_setitimer, SYS_settimeofday, SYS_splice, SYS_stat, SYS_statx,
-        SYS_sysinfo, SYS_tee, SYS_tgkill, SYS_time, SYS_timer_create, SYS_timer_delete,
+        SYS_set_tid_address, SYS_setitimer, SYS_settimeofday, SYS_socket, SYS_splice, SYS_stat,
+        SYS_statx, SYS_sysinfo, SYS_tee, SYS_tgkill, SYS_time, SYS_timer_create, SYS_timer_delete,
         SYS_timer_getoverrun, SYS_timer_gettime, SYS_timer_settime, SYS_timerfd_create,
         SYS_timerfd_gettime, SYS_timerfd_settime, SYS_times, SYS_tkill, SYS_uname, SYS_userfaultfd,
         SYS_vfork, SYS_vmsplice, SYS_wait4, SYS_waitid, SYS_write, SYS_writev, ADDR_NO_RANDOMIZE,
@@ -96,6 +96,22 @@ fn route(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
         | SYS_times | SYS_getrusage | SYS_clock_settime | SYS_clock_adjtime | SYS_adjtimex
         | SYS_settimeofday => time::handle(s, tid, a),
         SYS_futex => futex::handle(s, tid, a),
+        SYS_socket => {
+            // Only AF_INET/AF_INET6 trap: the virtual network is not built
+            // yet, so these reach the host's network. Say so.
+            let what = if s.cfg.strict {
+                "refused with EAFNOSUPPORT (--strict)"
+            } else {
+                "use the host's network (not virtualized)"
+            };
+            s.stats
+                .hazard("network", format!("AF_INET/AF_INET6 sockets {what}"));
+            if s.cfg.strict {
+                Out::Ret(-(libc::EAFNOSUPPORT as i64))
+            } else {
+                Out::Pass
+            }
+        }
         SYS_open | SYS_openat => procfs::handle(s, tid, a, regs),
         SYS_stat | SYS_lstat | SYS_fstat | SYS_newfstatat | SYS_statx | SYS_getdents64 => {
             fs::handle(s, tid, a, regs)
