@@ -102,8 +102,6 @@ pub enum Post {
         sig: i32,
         target: i64,
     },
-    /// A syscall replaced by getpid so that the thread reaches an exit stop.
-    ToExit,
     /// A stat call: rewrite the answer at `buf`.
     Stat {
         buf: u64,
@@ -260,10 +258,6 @@ pub struct Supervisor {
     pub dirs: BTreeMap<(u64, u64), Vec<crate::handlers::fs::Dirent>>,
 }
 
-fn wifexited(s: i32) -> bool {
-    libc::WIFEXITED(s)
-}
-
 impl Supervisor {
     pub fn new(cfg: RunConfig) -> Supervisor {
         let wcfg = Config {
@@ -402,7 +396,7 @@ impl Supervisor {
         }
         r?;
         let mut code = match self.main_status {
-            Some(s) if wifexited(s) => libc::WEXITSTATUS(s),
+            Some(s) if libc::WIFEXITED(s) => libc::WEXITSTATUS(s),
             Some(s) if libc::WIFSIGNALED(s) => 128 + libc::WTERMSIG(s),
             _ => EXIT_INTERNAL,
         };
@@ -1313,9 +1307,7 @@ impl Supervisor {
                 self.kill_all();
             }
         }
-        for vt in self.world.parked(|w| w == Wait::Child) {
-            self.world.wake(vt, WakeReason::Woken);
-        }
+        self.wake_child_waiters();
         let parent = self.procs[p as usize].parent;
         if let Some(pp) = parent {
             self.check_signals(Some(pp));

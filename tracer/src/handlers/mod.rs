@@ -231,7 +231,6 @@ pub fn on_syscall_exit(s: &mut Supervisor, tid: pid_t) {
             infop,
         } => process::wait_exit(s, tid, regs, opts_arg, orig, infop),
         Post::Kill { sig, target } => signal::kill_exit(s, tid, sig, target),
-        Post::ToExit => s.continue_running(tid),
         Post::Stat { buf, statx } => fs::stat_exit(s, tid, regs, buf, statx),
         Post::RestoreArg { index, value } => {
             let mut r = regs;

@@ -4,7 +4,7 @@
 //! cannot trace).
 
 use super::{Out, EFAULT, EPERM};
-use crate::supervisor::{Park, Post, Resume, Supervisor};
+use crate::supervisor::{Park, Post, Supervisor};
 use crate::sys::{self, Args, Regs};
 use detrun_scheduler::{Wait, WakeReason};
 use libc::pid_t;
@@ -200,12 +200,6 @@ impl Supervisor {
     pub fn wake_child_waiters(&mut self) {
         for vt in self.world.parked(|w| w == Wait::Child) {
             self.world.wake(vt, WakeReason::Woken);
-        }
-    }
-
-    pub fn set_resume(&mut self, tid: pid_t, r: Resume) {
-        if let Some(t) = self.threads.get_mut(&tid) {
-            t.resume = r;
         }
     }
 }
