@@ -126,6 +126,19 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1000)]
     pct_insns: u32,
 
+    /// Chaos' instruction budget: at the end of some slices let the thread
+    /// run a seeded 1..=N more instructions before switching, so races with
+    /// no syscall in their window are reached; 0 switches only at syscalls.
+    /// Example: --chaos --chaos-insns 200
+    #[arg(long, default_value_t = 0)]
+    chaos_insns: u32,
+
+    /// Reach instruction-level points with a breakpoint: a few single-steps
+    /// pick an instruction, then an int3 counts N of its executions (cheap
+    /// inside loops; N is drawn from the budget). Example: --breakpoints
+    #[arg(long)]
+    breakpoints: bool,
+
     /// Write the schedule trace (decisions and intercepted syscalls, JSON
     /// lines; same bytes for the same seed). Example: --trace run.jsonl
     #[arg(long, value_name = "FILE")]
@@ -281,6 +294,8 @@ pub fn run(cli: &RunArgs, command: &[OsString]) -> Result<i32> {
         pct: cli
             .pct
             .map(|d| (d.clamp(1, 64), cli.pct_steps.max(1), cli.pct_insns)),
+        chaos_insns: cli.chaos_insns,
+        breakpoints: cli.breakpoints,
         trace: cli.trace.clone(),
         hostname: cli.hostname.clone(),
         ncpus: cli.cpus.clamp(1, 64),

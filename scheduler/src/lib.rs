@@ -19,6 +19,6 @@ pub mod world;
 pub use clock::{Clock, ClockId};
 pub use rng::{Purpose, Streams};
 pub use world::{
-    Config, Delivery, FutexKey, Next, Policy, ProcId, Segment, SigTarget, Tid, TimerSpec, Wait,
-    WakeReason, World,
+    Config, Delivery, FutexKey, InsnPoint, Next, Policy, ProcId, Segment, SigTarget, Tid,
+    TimerSpec, Wait, WakeReason, World,
 };

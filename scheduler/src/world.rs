@@ -95,6 +95,13 @@ pub struct Config {
     /// Intercepted events a thread may run before the turn moves on.
     pub quantum: u32,
     pub policy: Policy,
+    /// Chaos' instruction budget: at the end of a slice, sometimes run a
+    /// seeded 1..=N more instructions before switching (0: never).
+    pub chaos_insns: u32,
+    /// Reach instruction-level points with breakpoints: single-step a few
+    /// instructions to pick an address, then count that many executions of
+    /// it (cheap inside loops) instead of stepping every instruction.
+    pub breakpoints: bool,
 }
 
 impl Default for Config {
@@ -105,6 +112,8 @@ impl Default for Config {
             event_cost_ns: 1_000,
             quantum: 10_000,
             policy: Policy::RoundRobin,
+            chaos_insns: 0,
+            breakpoints: false,
         }
     }
 }
@@ -175,9 +184,19 @@ pub struct Segment {
     /// When preempted between syscalls: instructions it ran after its
     /// last event (single-stepped), else 0.
     pub insns: u32,
+    /// With breakpoints: executions of the instruction reached after
+    /// `insns` steps that ran before the preemption (0: none).
+    pub hits: u32,
 }
 
-/// What the tracer should do next.
+/// An instruction-level preemption for the tracer to carry out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InsnPoint {
+    /// Instructions to single-step.
+    pub steps: u32,
+    /// Then: executions of the instruction reached to wait for (0: none).
+    pub hits: u32,
+}
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Next {
     /// Give the turn to this thread.
@@ -228,11 +247,11 @@ pub struct World {
     pub diverged: Option<u64>,
     /// The current turn was given by the script.
     scripted: bool,
-    /// Instructions of the scripted turn to run past its last event.
-    script_insns: u32,
+    /// The instruction-level point of the scripted turn, if any.
+    script_insns: InsnPoint,
     /// An instruction-level preemption the tracer must carry out: run this
     /// many more instructions, then (PCT) drop to the given priority.
-    pending_insns: Option<(u32, Option<u64>)>,
+    pending_insns: Option<(InsnPoint, Option<u64>)>,
 }
 
 fn cfg_quantum(cfg: &Config) -> u32 {
@@ -273,7 +292,7 @@ impl World {
             script_pos: 0,
             diverged: None,
             scripted: false,
-            script_insns: 0,
+            script_insns: InsnPoint { steps: 0, hits: 0 },
             pending_insns: None,
         }
     }
@@ -281,13 +300,31 @@ impl World {
     /// An instruction-level preemption is due: the tracer single-steps the
     /// running thread this many instructions, then calls
     /// [`World::insn_preempted`].
-    pub fn take_insn_preemption(&mut self) -> Option<u32> {
+    pub fn take_insn_preemption(&mut self) -> Option<InsnPoint> {
         self.pending_insns.as_ref().map(|p| p.0)
+    }
+
+    /// A seeded instruction-level point within `budget` instructions: all
+    /// single-steps, or (with breakpoints) a few steps to choose an
+    /// instruction and a number of its executions.
+    fn draw_point(&mut self, budget: u32) -> InsnPoint {
+        let r = self.sched.next_u64();
+        if self.cfg.breakpoints {
+            InsnPoint {
+                steps: 1 + (r % 64) as u32,
+                hits: 1 + ((r >> 16) % budget.max(1) as u64) as u32,
+            }
+        } else {
+            InsnPoint {
+                steps: 1 + (r % budget.max(1) as u64) as u32,
+                hits: 0,
+            }
+        }
     }
 
     /// The running thread `t` ran `done` more instructions (fewer than asked
     /// if it reached a syscall first) and is preempted there.
-    pub fn insn_preempted(&mut self, t: Tid, done: u32) {
+    pub fn insn_preempted(&mut self, t: Tid, done: u32, hits: u32) {
         if let Some((_, level)) = self.pending_insns.take() {
             if let (Some(level), Some(th)) = (level, self.threads.get_mut(t as usize)) {
                 th.prio = level;
@@ -296,6 +333,7 @@ impl World {
         if let Some(seg) = self.recorded.last_mut() {
             seg.preempted = true;
             seg.insns = done.max(1);
+            seg.hits = hits;
         }
     }
 
@@ -431,15 +469,31 @@ impl World {
     fn policy_expired(&mut self, t: Tid) -> bool {
         if self.scripted {
             let due = self.slice >= self.slice_len;
-            if due && self.script_insns > 0 {
-                // Recorded as preempted between syscalls: step that far.
+            if due && self.script_insns.steps > 0 {
+                // Recorded as preempted between syscalls: go that far.
                 self.pending_insns = Some((self.script_insns, None));
                 return false;
             }
             return due;
         }
         match self.cfg.policy {
-            Policy::RoundRobin | Policy::Chaos => self.slice >= self.slice_len,
+            Policy::RoundRobin => self.slice >= self.slice_len,
+            Policy::Chaos => {
+                if self.slice < self.slice_len {
+                    return false;
+                }
+                let others = self
+                    .threads
+                    .iter()
+                    .enumerate()
+                    .any(|(i, o)| i as Tid != t && o.state == State::Runnable);
+                if self.cfg.chaos_insns > 0 && others && self.sched.next_u64().is_multiple_of(4) {
+                    let p = self.draw_point(self.cfg.chaos_insns);
+                    self.pending_insns = Some((p, None));
+                    return false;
+                }
+                true
+            }
             Policy::Pct { insns, .. } => {
                 // At a change point the running thread drops to that level,
                 // either now or, with an instruction budget and someone to
@@ -455,8 +509,8 @@ impl World {
                         .enumerate()
                         .any(|(i, o)| i as Tid != t && o.state == State::Runnable);
                     if insns > 0 && others && self.pending_insns.is_none() {
-                        let n = 1 + (self.sched.next_u64() % insns as u64) as u32;
-                        self.pending_insns = Some((n, Some(level)));
+                        let p = self.draw_point(insns);
+                        self.pending_insns = Some((p, Some(level)));
                         return false;
                     }
                     if let Some(th) = self.threads.get_mut(t as usize) {
@@ -828,7 +882,10 @@ impl World {
                 } else {
                     u32::MAX
                 };
-                self.script_insns = if seg.preempted { seg.insns } else { 0 };
+                self.script_insns = InsnPoint {
+                    steps: if seg.preempted { seg.insns } else { 0 },
+                    hits: if seg.preempted { seg.hits } else { 0 },
+                };
                 return Some(seg.tid);
             }
             // Nothing can run yet: time must move first.
@@ -867,6 +924,16 @@ impl World {
                 // Short random slices: 1..=2*quantum/8 events, at least 1.
                 let max = (self.cfg.quantum / 4).clamp(1, 64);
                 self.slice_len = 1 + (self.sched.next_u64() % max as u64) as u32;
+                // Sometimes the turn ends between syscalls, a seeded number
+                // of instructions after its first event.
+                if self.cfg.chaos_insns > 0
+                    && c.len() > 1
+                    && self.pending_insns.is_none()
+                    && self.sched.next_u64().is_multiple_of(4)
+                {
+                    let p = self.draw_point(self.cfg.chaos_insns);
+                    self.pending_insns = Some((p, None));
+                }
                 Some(pick)
             }
             Policy::Pct { .. } => {
@@ -913,6 +980,7 @@ impl World {
                     events: 0,
                     preempted: false,
                     insns: 0,
+                    hits: 0,
                 });
                 return Next::Run(t);
             }

@@ -16,6 +16,10 @@ pub struct RunConfig {
     /// PCT with (depth, expected steps, instruction budget), instead of
     /// chaos/default.
     pub pct: Option<(u32, u64, u32)>,
+    /// Chaos' instruction budget (0: chaos switches only at syscalls).
+    pub chaos_insns: u32,
+    /// Reach instruction-level points with breakpoints (see the world).
+    pub breakpoints: bool,
     /// Write the schedule trace (JSON lines) here.
     pub trace: Option<PathBuf>,
     /// Stop the run (exit 124) when virtual time passes this many ns.
@@ -59,6 +63,8 @@ impl Default for RunConfig {
             quantum: 10_000,
             chaos: false,
             pct: None,
+            chaos_insns: 0,
+            breakpoints: false,
             trace: None,
             script: None,
             backtrace_turn: None,

@@ -17,7 +17,8 @@
 //! (blocked, yielded, exited). An optional fourth field on a `p` line is
 //! the number of instructions the thread ran after its last event before
 //! the preemption (an instruction-level preemption point, reached by
-//! single-stepping). Replaying follows the turns in order and then
+//! single-stepping); `S@H` means S single-steps, then H executions of the
+//! instruction reached (the breakpoint variant). Replaying follows the turns in order and then
 //! continues with the default policy; a prefix of a schedule is a valid
 //! schedule (that is how `analyze` bisects).
 
@@ -39,7 +40,9 @@ impl Schedule {
         let mut s = format!("{HEADER}\nseed {}\npolicy {}\n", self.seed, self.policy);
         for t in &self.turns {
             let kind = if t.preempted { 'p' } else { 'e' };
-            if t.insns > 0 {
+            if t.hits > 0 {
+                let _ = writeln!(s, "{} {} {kind} {}@{}", t.tid, t.events, t.insns, t.hits);
+            } else if t.insns > 0 {
                 let _ = writeln!(s, "{} {} {kind} {}", t.tid, t.events, t.insns);
             } else {
                 let _ = writeln!(s, "{} {} {kind}", t.tid, t.events);
@@ -77,7 +80,16 @@ impl Schedule {
                         _ => return Err(bad()),
                     },
                     insns: match f.get(3) {
-                        Some(i) => i.parse().map_err(|_| bad())?,
+                        Some(i) => i
+                            .split('@')
+                            .next()
+                            .unwrap_or("")
+                            .parse()
+                            .map_err(|_| bad())?,
+                        None => 0,
+                    },
+                    hits: match f.get(3).and_then(|i| i.split_once('@')) {
+                        Some((_, h)) => h.parse().map_err(|_| bad())?,
                         None => 0,
                     },
                 }),
@@ -112,18 +124,21 @@ mod tests {
                     events: 4,
                     preempted: true,
                     insns: 0,
+                    hits: 0,
                 },
                 Segment {
                     tid: 1,
                     events: 2,
                     preempted: true,
                     insns: 37,
+                    hits: 12,
                 },
                 Segment {
                     tid: 2,
                     events: 0,
                     preempted: false,
                     insns: 0,
+                    hits: 0,
                 },
             ],
         };

@@ -27,6 +27,7 @@ pub struct Summary {
     pub signals_delivered: u64,
     pub insn_preemptions: u64,
     pub single_steps: u64,
+    pub breakpoint_hits: u64,
     pub scheduling_decisions: u64,
     pub context_switches: u64,
     pub namespaces: bool,
@@ -44,6 +45,7 @@ pub struct Stats {
     pub signals: u64,
     pub insn_preemptions: u64,
     pub single_steps: u64,
+    pub breakpoint_hits: u64,
     pub threads: u64,
     pub processes: u64,
     hazards: BTreeMap<(String, String), u64>,
@@ -59,6 +61,7 @@ impl Default for Stats {
             signals: 0,
             insn_preemptions: 0,
             single_steps: 0,
+            breakpoint_hits: 0,
             threads: 0,
             processes: 0,
             hazards: BTreeMap::new(),
@@ -118,6 +121,7 @@ impl Stats {
             signals_delivered: self.signals,
             insn_preemptions: self.insn_preemptions,
             single_steps: self.single_steps,
+            breakpoint_hits: self.breakpoint_hits,
             hazards: self
                 .hazards
                 .iter()
@@ -163,8 +167,8 @@ impl Summary {
         );
         let _ = writeln!(
             s,
-            "  preemption          {} instruction preemptions, {} single-steps",
-            self.insn_preemptions, self.single_steps
+            "  preemption          {} instruction preemptions, {} single-steps, {} breakpoint hits",
+            self.insn_preemptions, self.single_steps, self.breakpoint_hits
         );
         let _ = writeln!(
             s,

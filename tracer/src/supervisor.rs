@@ -152,6 +152,14 @@ pub struct ProcInfo {
     pub alive: bool,
 }
 
+/// How an instruction-level point ended early.
+enum PointEnd {
+    /// The thread is gone (its death was handled).
+    Gone,
+    /// Preempt here and continue it this way.
+    At(Resume),
+}
+
 /// Who is holding the turn while it dies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Hold {
@@ -274,6 +282,8 @@ impl Supervisor {
                 (None, true) => Policy::Chaos,
                 (None, false) => Policy::RoundRobin,
             },
+            chaos_insns: cfg.chaos_insns,
+            breakpoints: cfg.breakpoints,
         };
         let cfg_fs_virtual = cfg.fs_virtual;
         let epoch_ns = cfg.epoch_secs.saturating_mul(1_000_000_000);
@@ -794,8 +804,8 @@ impl Supervisor {
         if self.running != Some(tid) {
             return;
         }
-        if let Some(n) = self.world.take_insn_preemption() {
-            self.step_preempt(tid, n);
+        if let Some(p) = self.world.take_insn_preemption() {
+            self.step_preempt(tid, p);
             return;
         }
         if let Err(_e) = sys::cont(tid, 0) {
@@ -803,62 +813,162 @@ impl Supervisor {
         }
     }
 
+    /// Wait for the next stop of `tid` (retrying EINTR).
+    fn wait_tid(tid: pid_t) -> Option<i32> {
+        loop {
+            match sys::wait_pid(tid, 0) {
+                Ok((_, st)) => return Some(st),
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// One stop during an instruction-level point: what to do with it.
+    /// Returns None to keep going, or how the point ends.
+    fn point_stop(&mut self, tid: pid_t, st: i32, trap_ok: bool) -> Option<PointEnd> {
+        if !libc::WIFSTOPPED(st) {
+            self.on_stop(tid, st); // it died
+            return Some(PointEnd::Gone);
+        }
+        let sig = libc::WSTOPSIG(st);
+        let event = (st >> 16) & 0xffff;
+        if sig == libc::SIGTRAP && event == libc::PTRACE_EVENT_SECCOMP {
+            // Reached a syscall first: preempt at its entry.
+            if let Ok(r) = sys::get_regs(tid) {
+                self.stats.count(r.orig_rax as i64);
+            }
+            return Some(PointEnd::At(Resume::Redo));
+        }
+        if sig == libc::SIGTRAP && event == 0 && trap_ok {
+            return None;
+        }
+        if sig == libc::SIGSEGV && crate::handlers::misc::emulate_fault(self, tid) {
+            return None;
+        }
+        if event == 0 {
+            // A real signal: deliver it when the thread runs again.
+            return Some(PointEnd::At(Resume::Cont(sig)));
+        }
+        self.on_stop(tid, st);
+        Some(PointEnd::Gone)
+    }
+
     /// An instruction-level preemption point: single-step the running
-    /// thread `n` instructions (stopping early at a syscall or a signal),
-    /// then give up its turn there. A pure function of the thread's own
-    /// execution, so replays land on the same instruction.
-    fn step_preempt(&mut self, tid: pid_t, n: u32) {
+    /// thread `p.steps` instructions, then (breakpoint variant) wait for
+    /// `p.hits` executions of the instruction reached, by an int3 there;
+    /// stop early at a syscall or a signal; give up the turn there. A pure
+    /// function of the thread's own execution, so replays land on the same
+    /// instruction.
+    fn step_preempt(&mut self, tid: pid_t, p: detrun_scheduler::InsnPoint) {
         let Some(vt) = self.threads.get(&tid).map(|t| t.vt) else {
             return;
         };
         let mut done = 0u32;
+        let mut hits = 0u32;
         let mut resume = Resume::Cont(0);
-        while done < n {
+        let mut ended = false;
+        while done < p.steps {
             if sys::singlestep(tid).is_err() {
                 return;
             }
-            let st = loop {
-                match sys::wait_pid(tid, 0) {
-                    Ok((_, st)) => break st,
-                    Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                    Err(_) => return,
-                }
-            };
-            if !libc::WIFSTOPPED(st) {
-                self.on_stop(tid, st); // it died
+            let Some(st) = Self::wait_tid(tid) else {
                 return;
-            }
-            let sig = libc::WSTOPSIG(st);
-            let event = (st >> 16) & 0xffff;
-            if sig == libc::SIGTRAP && event == libc::PTRACE_EVENT_SECCOMP {
-                // Reached a syscall first: preempt at its entry.
-                if let Ok(r) = sys::get_regs(tid) {
-                    self.stats.count(r.orig_rax as i64);
+            };
+            match self.point_stop(tid, st, true) {
+                None => {
+                    // An emulated rdtsc/cpuid also counts as one instruction.
+                    done += 1;
+                    self.stats.single_steps += 1;
                 }
-                resume = Resume::Redo;
-                break;
+                Some(PointEnd::Gone) => return,
+                Some(PointEnd::At(r)) => {
+                    resume = r;
+                    ended = true;
+                    break;
+                }
             }
-            if sig == libc::SIGTRAP && event == 0 {
-                done += 1;
-                self.stats.single_steps += 1;
-                continue;
+        }
+        if !ended && p.hits > 0 {
+            match self.breakpoint_hits(tid, p.hits) {
+                Ok((n, r)) => {
+                    hits = n;
+                    resume = r;
+                }
+                Err(()) => return,
             }
-            if sig == libc::SIGSEGV && crate::handlers::misc::emulate_fault(self, tid) {
-                done += 1;
-                continue;
-            }
-            if event == 0 {
-                // A real signal: deliver it when the thread runs again.
-                resume = Resume::Cont(sig);
-                break;
-            }
-            // Any other stop (exit, exec...) is handled the usual way.
-            self.on_stop(tid, st);
-            return;
         }
         self.stats.insn_preemptions += 1;
-        self.world.insn_preempted(vt, done);
+        self.world.insn_preempted(vt, done, hits);
+        let t = self.world.clock.elapsed();
+        if let Some(tr) = self.trace.as_mut() {
+            tr.insn_preemption(t, vt, done, hits);
+        }
         self.yield_running(tid, resume);
+    }
+
+    /// Let `tid` run until the instruction at its current address has
+    /// executed `want` times (counting this one), with an int3 there.
+    /// Returns (executions seen, how to resume); the thread is left at the
+    /// instruction, unexecuted, with the original byte back.
+    fn breakpoint_hits(&mut self, tid: pid_t, want: u32) -> Result<(u32, Resume), ()> {
+        let Ok(r) = sys::get_regs(tid) else {
+            return Err(());
+        };
+        let addr = r.rip;
+        let mut orig = [0u8; 1];
+        if sys::read_mem(tid, addr, &mut orig).is_err() {
+            return Ok((0, Resume::Cont(0)));
+        }
+        let arm = |on: bool| sys::write_mem(tid, addr, if on { &[0xCC] } else { &orig }).is_ok();
+        let mut seen = 0u32;
+        loop {
+            if !arm(true) || sys::cont(tid, 0).is_err() {
+                arm(false);
+                return Err(());
+            }
+            let Some(st) = Self::wait_tid(tid) else {
+                return Err(());
+            };
+            arm(false);
+            let at_bp = libc::WIFSTOPPED(st)
+                && libc::WSTOPSIG(st) == libc::SIGTRAP
+                && (st >> 16) == 0
+                && sys::get_regs(tid).is_ok_and(|r| r.rip == addr + 1);
+            if !at_bp {
+                return match self.point_stop(tid, st, false) {
+                    None => {
+                        // An emulated fault: keep counting from where it is.
+                        continue;
+                    }
+                    Some(PointEnd::Gone) => Err(()),
+                    Some(PointEnd::At(r)) => Ok((seen, r)),
+                };
+            }
+            seen += 1;
+            self.stats.breakpoint_hits += 1;
+            // Back to the instruction, which has not run yet.
+            if let Ok(mut r) = sys::get_regs(tid) {
+                r.rip = addr;
+                let _ = sys::set_regs(tid, &r);
+            }
+            if seen >= want {
+                return Ok((seen, Resume::Cont(0)));
+            }
+            // Execute it once without the breakpoint, then re-arm.
+            if sys::singlestep(tid).is_err() {
+                return Err(());
+            }
+            let Some(st) = Self::wait_tid(tid) else {
+                return Err(());
+            };
+            if let Some(end) = self.point_stop(tid, st, true) {
+                return match end {
+                    PointEnd::Gone => Err(()),
+                    PointEnd::At(r) => Ok((seen, r)),
+                };
+            }
+        }
     }
 
     /// Wake parked threads whose descriptors became ready.

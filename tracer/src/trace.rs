@@ -5,6 +5,7 @@
 //! {"d":12,"t":48000,"run":1}                      scheduling decision 12 at virtual ns 48000: thread 1 runs
 //! {"t":49000,"tid":1,"sys":"futex","args":[...],"ret":0}      an intercepted syscall and its result
 //! {"t":50000,"tid":1,"sys":"read","args":[...],"park":"io"}   ... that parked the thread
+//! {"t":51000,"tid":1,"preempt":{"steps":37,"hits":0}}        preempted 37 instructions after its last event
 //! ```
 //!
 //! Threads are numbered in creation order (the world's ids), times are
@@ -54,6 +55,13 @@ impl Trace {
             self.put(format_args!(",\"park\":\"{p}\""));
         }
         self.put(format_args!("}}\n"));
+    }
+
+    /// An instruction-level preemption of thread `vt`.
+    pub fn insn_preemption(&mut self, t: u64, vt: u32, steps: u32, hits: u32) {
+        self.put(format_args!(
+            "{{\"t\":{t},\"tid\":{vt},\"preempt\":{{\"steps\":{steps},\"hits\":{hits}}}}}\n"
+        ));
     }
 
     pub fn flush(&mut self) -> std::io::Result<()> {
