@@ -189,9 +189,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     summary_json: Option<PathBuf>,
 
-    /// Wall-clock milliseconds before the watchdog preempts a thread that
-    /// makes no syscalls (reported as a hazard). Example: --watchdog-ms 200
-    #[arg(long, default_value_t = 500)]
+    /// Milliseconds (wall and CPU time) before the watchdog preempts a thread
+    /// that makes no syscalls (reported as a hazard). Example: --watchdog-ms 200
+    #[arg(long, default_value_t = 250)]
     watchdog_ms: u64,
 
     /// Warn on stderr about each syscall that is passed through unvirtualized.

@@ -77,7 +77,7 @@ impl Default for RunConfig {
             strict: false,
             fs_virtual: true,
             namespaces: true,
-            watchdog_ms: 500,
+            watchdog_ms: 250,
             verbose: false,
             debug: false,
             files_dir: None,

@@ -241,6 +241,9 @@ pub struct Supervisor {
     pub vdso_syscall: Option<u64>,
     next_space: u64,
     resumed_at: Instant,
+    /// The watchdog's first look at a long-running thread: (tid, its
+    /// `resumed_at`, CPU ns used then).
+    watch_sample: Option<(pid_t, Instant, u64)>,
     start: Instant,
     deadlock: Option<Vec<String>>,
     shutting_down: bool,
@@ -310,6 +313,7 @@ impl Supervisor {
             vdso_syscall: None,
             next_space: 1,
             resumed_at: Instant::now(),
+            watch_sample: None,
             start: Instant::now(),
             deadlock: None,
             shutting_down: false,
@@ -1107,15 +1111,31 @@ impl Supervisor {
             .threads
             .values()
             .any(|t| t.tid != tid && self.world.is_runnable(t.vt));
+        // Wall time alone misfires on a loaded machine (the thread may just
+        // not be on a CPU): it must also have used the threshold in CPU time
+        // since the first look.
+        let spinning = state == Some('R') && {
+            let cpu = thread_cpu_ns(tid);
+            match self.watch_sample {
+                Some((t, at, c0)) if t == tid && at == self.resumed_at => {
+                    cpu.saturating_sub(c0) >= self.cfg.watchdog_ms * 1_000_000
+                }
+                _ => {
+                    self.watch_sample = Some((tid, self.resumed_at, cpu));
+                    false
+                }
+            }
+        };
         match state {
             Some('R')
-                if (others || self.world.next_deadline().is_some())
+                if spinning
+                    && (others || self.world.next_deadline().is_some())
                     && sys::interrupt(tid).is_ok() =>
             {
                 self.resumed_at = Instant::now();
                 self.stats.hazard(
                     "watchdog-preemption",
-                    "a thread ran without syscalls and was preempted on wall-clock time",
+                    "a thread ran without syscalls and was preempted on CPU time (timing-dependent)",
                 );
             }
             // Blocked in a call the filter let through: see on_event_stop.
@@ -1132,6 +1152,10 @@ impl Supervisor {
                 "[detrun] stop tid={tid} status={st:#x} running={:?}",
                 self.running
             );
+        }
+        if self.running == Some(tid) {
+            // The watchdog measures time since the running thread's last stop.
+            self.resumed_at = Instant::now();
         }
         if libc::WIFEXITED(st) || libc::WIFSIGNALED(st) {
             self.on_death(tid, st);
@@ -1470,6 +1494,14 @@ fn real_now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// CPU time a thread has used, from /proc/TID/schedstat (ns).
+fn thread_cpu_ns(tid: pid_t) -> u64 {
+    std::fs::read_to_string(format!("/proc/{tid}/schedstat"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
 }
 
 fn proc_state(tid: pid_t) -> Option<char> {
