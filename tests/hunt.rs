@@ -15,31 +15,13 @@ const HUNT_LIMIT: Duration = Duration::from_secs(600);
 
 /// A fresh scratch directory for one test.
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("detrun-hunt-tests-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("create scratch dir");
-    d
-}
-
-fn path_str(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
+    scratch_dir("hunt", name)
 }
 
 /// `detrun ARGS...` from the workspace root with a longer limit than
 /// [`detrun`] (hunts run many guests).
 fn detrun_long(args: &[&str]) -> Output {
-    let mut cmd = Command::new(detrun_bin());
-    cmd.args(args).current_dir(root());
-    run_bounded(cmd, HUNT_LIMIT)
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "exit status {}\n--- stdout\n{}\n--- stderr\n{}",
-        code(o),
-        stdout(o),
-        stderr(o)
-    )
+    detrun_limit(args, HUNT_LIMIT)
 }
 
 fn read_report(p: &Path) -> Value {

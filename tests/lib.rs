@@ -207,3 +207,35 @@ impl Drop for Hog {
         let _ = self.0.wait();
     }
 }
+
+/// A fresh scratch directory for one test: `<tmp>/detrun-<suite>-tests-<pid>-<name>`.
+pub fn scratch_dir(suite: &str, name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "detrun-{suite}-tests-{}-{name}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("create scratch dir");
+    d
+}
+
+pub fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// `detrun ARGS...` from the workspace root, killed after `limit`.
+pub fn detrun_limit(args: &[&str], limit: std::time::Duration) -> Output {
+    let mut cmd = Command::new(detrun_bin());
+    cmd.args(args).current_dir(root());
+    run_bounded(cmd, limit)
+}
+
+/// An output's status, stdout and stderr, for failure messages.
+pub fn show(o: &Output) -> String {
+    format!(
+        "exit status {}\n--- stdout\n{}\n--- stderr\n{}",
+        code(o),
+        stdout(o),
+        stderr(o)
+    )
+}
