@@ -56,12 +56,21 @@ pub struct Clock {
 impl Clock {
     /// A clock whose realtime reads `epoch_secs` at the start of the run.
     pub fn new(epoch_secs: u64, event_cost: u64) -> Clock {
+        Clock::with_offset(epoch_secs, event_cost, 0)
+    }
+
+    /// Like [`Clock::new`], with the run starting `offset_ns` (< 1 s) into
+    /// that second: each seed gets its own sub-second phase, so values
+    /// derived from the clock alone (glibc's temporary file names, for one)
+    /// differ between seeds and concurrent runs do not collide.
+    pub fn with_offset(epoch_secs: u64, event_cost: u64, offset_ns: u64) -> Clock {
         // Start as if the machine booted 100 s before the run.
-        let start = 100 * NS;
+        let boot = 100 * NS;
+        let start = boot + offset_ns % NS;
         Clock {
             mono: start,
             start,
-            epoch_at_boot: epoch_secs.saturating_mul(NS).saturating_sub(start),
+            epoch_at_boot: epoch_secs.saturating_mul(NS).saturating_sub(boot),
             event_cost,
         }
     }

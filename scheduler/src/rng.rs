@@ -20,6 +20,8 @@ pub enum Purpose {
     Fault = 4,
     /// Identifiers derived from the seed (boot id, uuids).
     Ident = 5,
+    /// The clock's sub-second starting phase.
+    Clock = 6,
 }
 
 #[derive(Clone, Debug)]

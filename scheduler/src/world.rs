@@ -271,7 +271,11 @@ impl World {
         }
         let slice_len = cfg_quantum(&cfg);
         World {
-            clock: Clock::new(cfg.epoch_secs, cfg.event_cost_ns),
+            clock: Clock::with_offset(
+                cfg.epoch_secs,
+                cfg.event_cost_ns,
+                streams.stream(Purpose::Clock, 0).next_u64(),
+            ),
             sched,
             streams,
             cfg,
