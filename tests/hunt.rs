@@ -154,28 +154,8 @@ fn race(guest: &str) {
 
     let expected = first["exit_code"].as_i64();
     let s = seed.to_string();
-    for i in 0..10 {
-        let p = detrun(&["replay", "--seed", &s, "--policy", "chaos", "--", bin]);
-        assert_ne!(
-            code(&p),
-            0,
-            "{guest}: replay {i} of failing seed {seed} passed:\n{}",
-            show(&p)
-        );
-        if let Some(c) = expected {
-            assert_eq!(
-                code(&p) as i64,
-                c,
-                "{guest}: replay {i} of seed {seed} exited unlike the hunted run:\n{}",
-                show(&p)
-            );
-        }
-        assert!(
-            stderr(&p).contains(&format!("{guest}:")),
-            "{guest}: replay {i} of seed {seed} failed for another reason:\n{}",
-            show(&p)
-        );
-    }
+    let args = ["replay", "--seed", &s, "--policy", "chaos", "--", bin];
+    assert_replays_fail(guest, seed, &args, expected, 10);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

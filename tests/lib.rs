@@ -239,3 +239,38 @@ pub fn show(o: &Output) -> String {
         stderr(o)
     )
 }
+
+/// Run `detrun ARGS` (a replay of failing seed `seed` of `guest`) `times`
+/// times: every run must fail, with the hunted run's exit code when known,
+/// and with the guest's own message on stderr (`GUEST:`).
+pub fn assert_replays_fail(
+    guest: &str,
+    seed: u64,
+    args: &[&str],
+    expected: Option<i64>,
+    times: usize,
+) {
+    for i in 0..times {
+        let p = detrun(args);
+        assert_ne!(
+            code(&p),
+            0,
+            "{guest}: replay {i} of failing seed {seed} (`detrun {}`) passed:\n{}",
+            args.join(" "),
+            show(&p)
+        );
+        if let Some(c) = expected {
+            assert_eq!(
+                code(&p) as i64,
+                c,
+                "{guest}: replay {i} of seed {seed} exited unlike the hunted run:\n{}",
+                show(&p)
+            );
+        }
+        assert!(
+            stderr(&p).contains(&format!("{guest}:")),
+            "{guest}: replay {i} of seed {seed} failed for another reason:\n{}",
+            show(&p)
+        );
+    }
+}

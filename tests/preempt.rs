@@ -177,29 +177,7 @@ fn preempt_race(guest: &str) {
     }
     args.extend_from_slice(&["--", bin]);
     let expected = first_fail["exit_code"].as_i64();
-    for i in 0..10 {
-        let p = detrun(&args);
-        assert_ne!(
-            code(&p),
-            0,
-            "{guest}: replay {i} of failing seed {seed} (`detrun {}`) passed:\n{}",
-            args.join(" "),
-            show(&p)
-        );
-        if let Some(c) = expected {
-            assert_eq!(
-                code(&p) as i64,
-                c,
-                "{guest}: replay {i} of seed {seed} exited unlike the hunted run:\n{}",
-                show(&p)
-            );
-        }
-        assert!(
-            stderr(&p).contains(&format!("{guest}:")),
-            "{guest}: replay {i} of seed {seed} failed for another reason:\n{}",
-            show(&p)
-        );
-    }
+    assert_replays_fail(guest, seed, &args, expected, 10);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
