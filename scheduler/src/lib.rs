@@ -3,7 +3,7 @@
 //! Everything that decides what happens next in a run lives here as plain
 //! data: the virtual clock, the seeded random streams, the thread and process
 //! table, the run queue and its policy, futex wait queues, timers and the
-//! fixed CPU identity. Nothing in this crate talks to the OS, reads a wall
+//! fixed CPU identity, and the virtual network. Nothing in this crate talks to the OS, reads a wall
 //! clock or iterates a hash map, so a world is unit-testable without ptrace
 //! and a checkpoint of it is a `clone()`.
 //!
@@ -13,6 +13,7 @@
 pub mod clock;
 pub mod cpuid;
 pub mod fsview;
+pub mod net;
 pub mod rng;
 pub mod world;
 

@@ -102,6 +102,8 @@ pub struct Config {
     /// instructions to pick an address, then count that many executions of
     /// it (cheap inside loops) instead of stepping every instruction.
     pub breakpoints: bool,
+    /// The virtual network's latency, loss and partitions.
+    pub net: crate::net::NetConfig,
 }
 
 impl Default for Config {
@@ -114,6 +116,7 @@ impl Default for Config {
             policy: Policy::RoundRobin,
             chaos_insns: 0,
             breakpoints: false,
+            net: crate::net::NetConfig::default(),
         }
     }
 }
@@ -203,6 +206,9 @@ pub enum Next {
     Run(Tid),
     /// Timers fired: send these signals, then ask again.
     Deliver(Vec<Delivery>),
+    /// Virtual time reached a network delivery: move the data, then ask
+    /// again.
+    Net,
     /// Nothing is runnable, no timer is pending: only the outside world (or
     /// nothing: a deadlock) can wake a thread.
     Idle,
@@ -252,6 +258,8 @@ pub struct World {
     /// An instruction-level preemption the tracer must carry out: run this
     /// many more instructions, then (PCT) drop to the given priority.
     pending_insns: Option<(InsnPoint, Option<u64>)>,
+    /// Sockets, connections and data in flight.
+    pub net: crate::net::Net,
 }
 
 fn cfg_quantum(cfg: &Config) -> u32 {
@@ -270,12 +278,19 @@ impl World {
             change_points.sort();
         }
         let slice_len = cfg_quantum(&cfg);
+        let clock = Clock::with_offset(
+            cfg.epoch_secs,
+            cfg.event_cost_ns,
+            streams.stream(Purpose::Clock, 0).next_u64(),
+        );
+        let net = crate::net::Net::new(
+            cfg.net.clone(),
+            streams.stream(Purpose::Fault, 0),
+            clock.monotonic(),
+        );
         World {
-            clock: Clock::with_offset(
-                cfg.epoch_secs,
-                cfg.event_cost_ns,
-                streams.stream(Purpose::Clock, 0).next_u64(),
-            ),
+            clock,
+            net,
             sched,
             streams,
             cfg,
@@ -991,11 +1006,15 @@ impl World {
             if self.threads.iter().all(|t| t.state == State::Dead) {
                 return Next::Done;
             }
-            if self.next_deadline == u64::MAX {
+            let net = self.net.next_due().unwrap_or(u64::MAX);
+            if self.next_deadline == u64::MAX && net == u64::MAX {
                 return Next::Idle;
             }
-            // Nothing can run: jump to the next timer.
-            self.clock.advance_to(self.next_deadline);
+            // Nothing can run: jump to the next timer or delivery.
+            self.clock.advance_to(self.next_deadline.min(net));
+            if net <= self.clock.monotonic() {
+                return Next::Net;
+            }
             let d = self.fire_due();
             if !d.is_empty() {
                 return Next::Deliver(d);

@@ -95,7 +95,7 @@ fn drive_scripted(
                         cur = Some(t);
                         t
                     }
-                    Next::Deliver(_) => continue,
+                    Next::Deliver(_) | Next::Net => continue,
                     Next::Idle | Next::Done => break,
                 }
             }
