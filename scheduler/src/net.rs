@@ -166,7 +166,9 @@ pub enum Head<'a> {
 #[derive(Clone, Debug)]
 pub struct Datagram {
     pub to: SockId,
-    pub from: SockId,
+    /// The sender's address (its socket may be bound to the unspecified
+    /// address: this is the source the receiver sees).
+    pub from: SocketAddr,
     pub data: Vec<u8>,
 }
 
@@ -308,6 +310,7 @@ impl Net {
             let l = s.local?;
             (o != id
                 && !s.closed
+                && s.conn.map(|c| c.1) != Some(Side::Server)
                 && s.proto == me.proto
                 && !(s.reuseport && me.reuseport)
                 && Self::overlap(me, norm(addr), s, l))
@@ -330,7 +333,11 @@ impl Net {
     /// Bind `id` to `addr` (port 0: the next free ephemeral port). On
     /// `Err(Ok(other))` the address is held by `other`, which the tracer may
     /// find already closed (then: [`Net::close`] it and bind again).
-    pub fn bind(&mut self, id: SockId, addr: SocketAddr) -> Result<SocketAddr, Result<SockId, i32>> {
+    pub fn bind(
+        &mut self,
+        id: SockId,
+        addr: SocketAddr,
+    ) -> Result<SocketAddr, Result<SockId, i32>> {
         let Some(s) = self.socks.get(&id) else {
             return Err(Err(EINVAL));
         };
@@ -374,7 +381,9 @@ impl Net {
         } else {
             IpAddr::V6(Ipv6Addr::UNSPECIFIED)
         };
-        let l = self.bind(id, SocketAddr::new(ip, 0)).map_err(|e| e.err().unwrap_or(EADDRINUSE))?;
+        let l = self
+            .bind(id, SocketAddr::new(ip, 0))
+            .map_err(|e| e.err().unwrap_or(EADDRINUSE))?;
         Ok(SocketAddr::new(source_ip(norm_ip(toward)), l.port()))
     }
 
@@ -384,7 +393,8 @@ impl Net {
                 Family::V4 => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
                 Family::V6 => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
             };
-            self.bind(id, SocketAddr::new(any, 0)).map_err(|e| e.err().unwrap_or(EADDRINUSE))?;
+            self.bind(id, SocketAddr::new(any, 0))
+                .map_err(|e| e.err().unwrap_or(EADDRINUSE))?;
         }
         let s = self.socks.get_mut(&id).ok_or(EINVAL)?;
         if s.proto != Proto::Tcp || s.conn.is_some() {
@@ -436,7 +446,12 @@ impl Net {
     // ---- TCP ----
 
     /// `client` connected to `listener` at `dest`; returns the connection.
-    pub fn connect(&mut self, client: SockId, listener: SockId, dest: SocketAddr) -> Result<ConnId, i32> {
+    pub fn connect(
+        &mut self,
+        client: SockId,
+        listener: SockId,
+        dest: SocketAddr,
+    ) -> Result<ConnId, i32> {
         let s = self.socks.get(&client).ok_or(EINVAL)?;
         if s.conn.is_some() {
             return Err(EISCONN);
@@ -492,6 +507,18 @@ impl Net {
         Some(peer)
     }
 
+    /// A connection the kernel side could not set up: forget it.
+    pub fn abort_conn(&mut self, id: ConnId) {
+        if let Some(c) = self.conns.remove(&id) {
+            if let Some(s) = self.socks.get_mut(&c.client) {
+                s.conn = None;
+                s.peer = None;
+            }
+            self.stats.connections -= 1;
+        }
+        self.busy.retain(|&(c, _)| c != id);
+    }
+
     pub fn conn(&self, id: ConnId) -> Option<&Conn> {
         self.conns.get(&id)
     }
@@ -523,7 +550,8 @@ impl Net {
     }
 
     fn lost(&mut self) -> bool {
-        self.cfg.loss > 0.0 && (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 > 1.0 - self.cfg.loss
+        self.cfg.loss > 0.0
+            && (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 > 1.0 - self.cfg.loss
     }
 
     fn endpoints(&self, conn: ConnId, from: Side) -> Option<(SocketAddr, SocketAddr)> {
@@ -574,7 +602,11 @@ impl Net {
 
     /// The guest of `from` shut down writing (or closed).
     pub fn fin(&mut self, conn: ConnId, from: Side, now: u64) {
-        if self.conns.get(&conn).is_some_and(|c| !c.fin_sent[from as usize]) {
+        if self
+            .conns
+            .get(&conn)
+            .is_some_and(|c| !c.fin_sent[from as usize])
+        {
             self.push(conn, from, Vec::new(), true, now);
             if let Some(c) = self.conns.get_mut(&conn) {
                 c.fin_sent[from as usize] = true;
@@ -619,7 +651,11 @@ impl Net {
         if h.at > now || c.stalled[from as usize] {
             return None;
         }
-        Some(if h.fin { Head::Fin } else { Head::Data(&h.data) })
+        Some(if h.fin {
+            Head::Fin
+        } else {
+            Head::Data(&h.data)
+        })
     }
 
     /// The tracer delivered `n` bytes of the head (or the FIN); `full`: the
@@ -652,7 +688,9 @@ impl Net {
     }
 
     pub fn is_stalled(&self, conn: ConnId, from: Side) -> bool {
-        self.conns.get(&conn).is_some_and(|c| c.stalled[from as usize])
+        self.conns
+            .get(&conn)
+            .is_some_and(|c| c.stalled[from as usize])
     }
 
     /// The receiver of `from`'s data is gone: drop what is in flight.
@@ -685,19 +723,32 @@ impl Net {
 
     /// A datagram from socket `from` to `dest` at `now`: queued for its
     /// delivery time, or dropped by a fault. Returns whether it was queued.
-    pub fn send_to(&mut self, from: SockId, dest: SocketAddr, data: Vec<u8>, now: u64) -> Result<bool, i32> {
+    pub fn send_to(
+        &mut self,
+        from: SockId,
+        dest: SocketAddr,
+        data: Vec<u8>,
+        now: u64,
+    ) -> Result<bool, i32> {
         self.reachable(dest)?;
         if data.len() > 65507 {
             return Err(EMSGSIZE);
         }
         let src = self.autobind(from, dest.ip())?;
         self.stats.datagrams += 1;
-        let at = now + if self.cfg.has_faults() { self.delay() } else { 0 };
+        let at = now
+            + if self.cfg.has_faults() {
+                self.delay()
+            } else {
+                0
+            };
         if self.lost() {
             self.stats.dropped_loss += 1;
             return Ok(false);
         }
-        if self.partitioned(src, norm(dest), now).is_some() || self.partitioned(src, norm(dest), at).is_some() {
+        if self.partitioned(src, norm(dest), now).is_some()
+            || self.partitioned(src, norm(dest), at).is_some()
+        {
             self.stats.dropped_partition += 1;
             return Ok(false);
         }
@@ -716,7 +767,14 @@ impl Net {
             }
         }
         self.seq += 1;
-        self.dgrams.insert((at, self.seq), Datagram { to, from, data });
+        self.dgrams.insert(
+            (at, self.seq),
+            Datagram {
+                to,
+                from: src,
+                data,
+            },
+        );
         Ok(true)
     }
 
@@ -815,8 +873,14 @@ mod tests {
         let cfg = NetConfig {
             latency_ns: 100,
             partitions: vec![Partition {
-                a: Endpoint { ip: None, port: Some(80) },
-                b: Endpoint { ip: None, port: None },
+                a: Endpoint {
+                    ip: None,
+                    port: Some(80),
+                },
+                b: Endpoint {
+                    ip: None,
+                    port: None,
+                },
                 from: 0,
                 until: 5000,
             }],
@@ -842,12 +906,17 @@ mod tests {
     #[test]
     fn loss_is_a_function_of_the_seed() {
         let run = |seed| {
-            let cfg = NetConfig { loss: 0.3, ..Default::default() };
+            let cfg = NetConfig {
+                loss: 0.3,
+                ..Default::default()
+            };
             let mut n = Net::new(cfg, ChaCha20Rng::seed_from_u64(seed), 0);
             let s = n.socket(Proto::Udp, Family::V4);
             n.bind(s, a("127.0.0.1:9")).unwrap();
             let c = n.socket(Proto::Udp, Family::V4);
-            (0..100).map(|i| n.send_to(c, a("127.0.0.1:9"), vec![i], 0).unwrap()).collect::<Vec<_>>()
+            (0..100)
+                .map(|i| n.send_to(c, a("127.0.0.1:9"), vec![i], 0).unwrap())
+                .collect::<Vec<_>>()
         };
         assert_eq!(run(1), run(1));
         assert_ne!(run(1), run(2));

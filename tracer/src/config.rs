@@ -50,6 +50,10 @@ pub struct RunConfig {
     pub files_dir: Option<PathBuf>,
     /// Trace every stop to stderr (DETRUN_DEBUG=1).
     pub debug: bool,
+    /// `--net=host`: AF_INET sockets reach the host's network.
+    pub net_host: bool,
+    /// The virtual network's faults and hosts.
+    pub net: detrun_scheduler::net::NetConfig,
 }
 
 impl Default for RunConfig {
@@ -81,6 +85,8 @@ impl Default for RunConfig {
             verbose: false,
             debug: false,
             files_dir: None,
+            net_host: false,
+            net: Default::default(),
         }
     }
 }

@@ -251,11 +251,22 @@ const FS_META: &[i64] = &[
     libc::SYS_getdents64,
 ];
 
+/// Socket calls that trap when the virtual network answers AF_INET.
+const NET: &[i64] = &[
+    libc::SYS_bind,
+    libc::SYS_listen,
+    libc::SYS_getsockname,
+    libc::SYS_getpeername,
+    libc::SYS_setsockopt,
+    libc::SYS_getsockopt,
+];
+
 /// Build the BPF program. Built once in the supervisor, before fork.
-pub fn build(fs_virtual: bool) -> Result<BpfProgram, String> {
+pub fn build(fs_virtual: bool, net_virtual: bool) -> Result<BpfProgram, String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for &nr in ALLOW {
-        if !(fs_virtual && FS_META.contains(&nr)) {
+        let traps = (fs_virtual && FS_META.contains(&nr)) || (net_virtual && NET.contains(&nr));
+        if !traps {
             rules.insert(nr, vec![]);
         }
     }
@@ -323,7 +334,7 @@ pub fn build(fs_virtual: bool) -> Result<BpfProgram, String> {
 mod tests {
     #[test]
     fn filter_builds() {
-        let p = super::build(true).expect("filter");
+        let p = super::build(true, true).expect("filter");
         assert!(p.len() > 50 && p.len() < 4096, "{} instructions", p.len());
     }
 }

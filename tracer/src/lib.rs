@@ -8,6 +8,7 @@ pub mod config;
 pub mod exec;
 pub mod filter;
 pub mod handlers;
+pub mod net;
 pub mod schedule;
 pub mod spawn;
 pub mod summary;

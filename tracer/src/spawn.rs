@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! detrun (supervisor, tracer)
-//!   └─ reaper: PID 1 of new PID+UTS+mount namespaces, untraced, reaps orphans
+//!   └─ reaper: PID 1 of new PID+UTS+mount(+network) namespaces, untraced, reaps orphans
 //!        └─ guest: PID 2, traced from its first instruction after exec
 //! ```
 //!
@@ -221,7 +221,12 @@ pub fn spawn(cfg: &RunConfig, bpf: &BpfProgram) -> io::Result<Spawned> {
     let p = prepare(cfg, bpf)?;
     let (go_r, go_w) = pipe()?;
     if cfg.namespaces {
-        let flags = libc::CLONE_NEWPID | libc::CLONE_NEWUTS | libc::CLONE_NEWNS | libc::SIGCHLD;
+        let mut flags = libc::CLONE_NEWPID | libc::CLONE_NEWUTS | libc::CLONE_NEWNS | libc::SIGCHLD;
+        if !cfg.net_host {
+            // The virtual network's sockets live in a namespace of the
+            // run's own: nothing else on the machine can reach them.
+            flags |= libc::CLONE_NEWNET;
+        }
         // SAFETY: a fork-like clone (no new stack); the child only makes
         // async-signal-safe calls before exec.
         let r = unsafe { libc::syscall(libc::SYS_clone, flags, 0, 0, 0, 0) };

@@ -35,6 +35,22 @@ pub struct Summary {
     /// Facts that make results machine-specific but not run-specific.
     pub notes: Vec<String>,
     pub deadlock: Option<Vec<String>>,
+    /// The virtual network's traffic (absent with --net=host or no sockets).
+    pub network: Option<NetSummary>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct NetSummary {
+    pub connections: u64,
+    pub refused: u64,
+    pub datagrams: u64,
+    pub dropped_loss: u64,
+    pub dropped_partition: u64,
+    pub undeliverable: u64,
+    pub retransmits: u64,
+    pub held_by_partition: u64,
+    /// Addresses outside the sandbox the guest tried to reach (unreachable).
+    pub external: Vec<String>,
 }
 
 /// Counters kept during the run without allocation on the hot path.
@@ -191,6 +207,21 @@ impl Summary {
             let _ = writeln!(s, "  hazards             {}", self.hazards.len());
             for h in &self.hazards {
                 let _ = writeln!(s, "    - {}: {} (x{})", h.kind, h.detail, h.count);
+            }
+        }
+        if let Some(n) = &self.network {
+            let _ = writeln!(
+                s,
+                "  network (virtual)   {} connections ({} refused), {} datagrams ({} lost, {} cut by partitions, {} undeliverable), {} retransmits, {} held by partitions",
+                n.connections, n.refused, n.datagrams, n.dropped_loss, n.dropped_partition,
+                n.undeliverable, n.retransmits, n.held_by_partition
+            );
+            if !n.external.is_empty() {
+                let _ = writeln!(
+                    s,
+                    "  network             unreachable outside the sandbox: {} (use --net=host to reach the real network)",
+                    n.external.join(", ")
+                );
             }
         }
         for n in &self.notes {

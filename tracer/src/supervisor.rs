@@ -112,6 +112,23 @@ pub enum Post {
         index: usize,
         value: u64,
     },
+    /// Two arguments to put back.
+    RestoreArgs([(usize, u64); 2]),
+    /// socket(AF_INET*) ran as AF_UNIX: register it, restore rdi/rdx.
+    Socket {
+        proto: detrun_scheduler::net::Proto,
+        family: detrun_scheduler::net::Family,
+        rdi: u64,
+        rdx: u64,
+    },
+    /// accept on a virtual listener: name the new socket's peer.
+    Accept {
+        listener: detrun_scheduler::net::SockId,
+        addr: u64,
+        lenp: u64,
+        rsi: u64,
+        rdx: u64,
+    },
 }
 
 /// A write being continued across partial non-blocking steps.
@@ -267,6 +284,8 @@ pub struct Supervisor {
     pub fsv: detrun_scheduler::fsview::FsView,
     /// Sorted listings of directories being read, by (dev, ino).
     pub dirs: BTreeMap<(u64, u64), Vec<crate::handlers::fs::Dirent>>,
+    /// The kernel side of the virtual network.
+    pub net: crate::net::NetKernel,
 }
 
 impl Supervisor {
@@ -287,6 +306,7 @@ impl Supervisor {
             },
             chaos_insns: cfg.chaos_insns,
             breakpoints: cfg.breakpoints,
+            net: cfg.net.clone(),
         };
         let cfg_fs_virtual = cfg.fs_virtual;
         let epoch_ns = cfg.epoch_secs.saturating_mul(1_000_000_000);
@@ -335,6 +355,7 @@ impl Supervisor {
             backtrace_done: false,
             proc_files: 0,
             timed_out: false,
+            net: crate::net::NetKernel::new(None),
         }
     }
 
@@ -345,7 +366,8 @@ impl Supervisor {
 
     /// Start the guest and run it to the end. Returns (exit code, summary).
     pub fn run(mut self) -> std::io::Result<(i32, Summary)> {
-        let bpf = crate::filter::build(self.cfg.fs_virtual).map_err(std::io::Error::other)?;
+        let bpf = crate::filter::build(self.cfg.fs_virtual, !self.cfg.net_host)
+            .map_err(std::io::Error::other)?;
         if let Some(path) = &self.cfg.trace {
             self.trace = Some(crate::trace::Trace::create(path)?);
         }
@@ -359,6 +381,17 @@ impl Supervisor {
         if !sp.namespaces {
             self.stats
                 .hazard("pids", "PID namespace not permitted: pids are real");
+        }
+        if self.cfg.net_host {
+            self.stats.note(
+                "network",
+                "--net=host: AF_INET sockets use the host's network (each use is a hazard)",
+            );
+        }
+        let joined = !self.cfg.net_host && sp.namespaces && self.net.join(sp.guest);
+        if !self.cfg.net_host && !joined {
+            // No network namespace of its own: names unique to this run.
+            self.net = crate::net::NetKernel::new(Some(run_nonce()));
         }
         sys::seize(sp.guest, OPTIONS)?;
         let p = self.add_proc(sp.guest, None);
@@ -402,6 +435,7 @@ impl Supervisor {
             );
         }
         self.kill_all();
+        self.net.leave();
         if let Some(rp) = sp.reaper {
             let mut st = 0;
             // SAFETY: reaping our own child.
@@ -428,6 +462,20 @@ impl Supervisor {
         sum.context_switches = self.world.switches;
         sum.namespaces = self.namespaces;
         sum.deadlock = self.deadlock.clone();
+        if self.world.net.active() {
+            let n = &self.world.net.stats;
+            sum.network = Some(crate::summary::NetSummary {
+                connections: n.connections,
+                refused: n.refused,
+                datagrams: n.datagrams,
+                dropped_loss: n.dropped_loss,
+                dropped_partition: n.dropped_partition,
+                undeliverable: n.dropped_no_receiver,
+                retransmits: n.retransmits,
+                held_by_partition: n.held_by_partition,
+                external: n.external.iter().map(|a| a.to_string()).collect(),
+            });
+        }
         if self.cfg.strict && code == 0 && !sum.hazards.is_empty() {
             code = EXIT_HAZARD;
         }
@@ -501,6 +549,7 @@ impl Supervisor {
 
     /// Hand the turn on. Returns false when the run is over.
     fn schedule(&mut self) -> bool {
+        self.pump_net();
         self.check_io();
         match self.world.next_turn() {
             Next::Run(vt) => {
@@ -515,9 +564,16 @@ impl Supervisor {
                 self.deliver_timers(ds);
                 true
             }
+            Next::Net => true,
             Next::Idle => self.idle(),
             Next::Done => false,
         }
+    }
+
+    /// Move the virtual network's data (deterministic: only at stops).
+    pub fn pump_net(&mut self) {
+        let now = self.world.clock.monotonic();
+        self.net.pump(&mut self.world.net, now);
     }
 
     /// Nothing runnable and no timer: wait for the outside world, or report
@@ -555,7 +611,14 @@ impl Supervisor {
             }
             return true;
         }
-        if fds.is_empty() {
+        // Virtual sockets are fed only from inside: no one else can wake them.
+        let internal = parked.iter().all(|&vt| {
+            let tid = self.vt_tid[vt as usize];
+            self.threads
+                .get(&tid)
+                .is_none_or(|t| t.io.iter().all(|(f, _)| self.net.internal(f)))
+        });
+        if fds.is_empty() || internal {
             self.report_deadlock();
             return false;
         }
@@ -1525,4 +1588,13 @@ fn pin_cpu(cpu: Option<usize>) {
         libc::CPU_SET(c, &mut set);
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
     }
+}
+
+/// A value unique to this run among concurrent ones (never seen by the
+/// guest: it only keeps abstract socket names apart).
+fn run_nonce() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    t ^ ((std::process::id() as u64) << 32)
 }

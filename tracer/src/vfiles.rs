@@ -21,6 +21,7 @@ pub const FILES: &[(&str, &str)] = &[
     ("meminfo", "/proc/meminfo"),
     ("cpuinfo", "/proc/cpuinfo"),
     ("stat", "/proc/stat"),
+    ("hosts", "/etc/hosts"),
 ];
 
 /// A version-4 UUID from 16 seeded bytes.
@@ -79,7 +80,14 @@ Buffers:               0 kB\nCached:           524288 kB\nSwapCached:           
 Active:           524288 kB\nInactive:         524288 kB\nShmem:                 0 kB\n\
 SReclaimable:          0 kB\nSwapTotal:             0 kB\nSwapFree:              0 kB\n"
             .to_string();
-    vec![
+    let mut hosts = format!(
+        "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{}\n",
+        cfg.hostname
+    );
+    for (name, ip) in &cfg.net.hosts {
+        hosts.push_str(&format!("{ip}\t{name}\n"));
+    }
+    let mut files = vec![
         ("cpu-online", range.clone()),
         ("cpu-possible", range.clone()),
         ("cpu-present", range),
@@ -90,7 +98,13 @@ SReclaimable:          0 kB\nSwapTotal:             0 kB\nSwapFree:             
         ("meminfo", meminfo),
         ("cpuinfo", cpuinfo),
         ("stat", stat),
-    ]
+    ];
+    // The virtual network's names (the host's /etc/hosts shows through
+    // with --net=host).
+    if !cfg.net_host {
+        files.push(("hosts", hosts));
+    }
+    files
 }
 
 /// A temporary directory removed when dropped.

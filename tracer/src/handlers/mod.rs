@@ -11,6 +11,7 @@ pub mod fs;
 pub mod futex;
 pub mod io;
 pub mod misc;
+pub mod net;
 pub mod process;
 pub mod procfs;
 pub mod signal;
@@ -19,20 +20,21 @@ pub mod time;
 /// Syscall numbers used by the handlers (a glob of libc would shadow our names).
 pub mod nr {
     pub use libc::{
-        SYS_accept, SYS_accept4, SYS_adjtimex, SYS_alarm, SYS_arch_prctl, SYS_bpf,
+        SYS_accept, SYS_accept4, SYS_adjtimex, SYS_alarm, SYS_arch_prctl, SYS_bind, SYS_bpf,
         SYS_clock_adjtime, SYS_clock_getres, SYS_clock_gettime, SYS_clock_nanosleep,
         SYS_clock_settime, SYS_clone, SYS_clone3, SYS_connect, SYS_epoll_pwait, SYS_epoll_pwait2,
         SYS_epoll_wait, SYS_exit, SYS_exit_group, SYS_fcntl, SYS_flock, SYS_fork, SYS_fstat,
-        SYS_futex, SYS_futex_waitv, SYS_getcpu, SYS_getdents64, SYS_getitimer, SYS_getrandom,
-        SYS_getrusage, SYS_gettimeofday, SYS_io_uring_enter, SYS_io_uring_register,
-        SYS_io_uring_setup, SYS_kill, SYS_lstat, SYS_mq_timedreceive, SYS_mq_timedsend, SYS_msgrcv,
-        SYS_msgsnd, SYS_nanosleep, SYS_newfstatat, SYS_open, SYS_openat, SYS_pause,
-        SYS_perf_event_open, SYS_personality, SYS_pidfd_send_signal, SYS_poll, SYS_ppoll,
-        SYS_prctl, SYS_pselect6, SYS_ptrace, SYS_read, SYS_readv, SYS_recvfrom, SYS_recvmmsg,
-        SYS_recvmsg, SYS_rseq, SYS_rt_sigqueueinfo, SYS_rt_sigsuspend, SYS_rt_sigtimedwait,
-        SYS_rt_tgsigqueueinfo, SYS_sched_getaffinity, SYS_sched_setaffinity, SYS_sched_yield,
-        SYS_select, SYS_semop, SYS_semtimedop, SYS_sendfile, SYS_sendmmsg, SYS_sendmsg, SYS_sendto,
-        SYS_set_tid_address, SYS_setitimer, SYS_settimeofday, SYS_socket, SYS_splice, SYS_stat,
+        SYS_futex, SYS_futex_waitv, SYS_getcpu, SYS_getdents64, SYS_getitimer, SYS_getpeername,
+        SYS_getrandom, SYS_getrusage, SYS_getsockname, SYS_getsockopt, SYS_gettimeofday,
+        SYS_io_uring_enter, SYS_io_uring_register, SYS_io_uring_setup, SYS_kill, SYS_listen,
+        SYS_lstat, SYS_mq_timedreceive, SYS_mq_timedsend, SYS_msgrcv, SYS_msgsnd, SYS_nanosleep,
+        SYS_newfstatat, SYS_open, SYS_openat, SYS_pause, SYS_perf_event_open, SYS_personality,
+        SYS_pidfd_send_signal, SYS_poll, SYS_ppoll, SYS_prctl, SYS_pselect6, SYS_ptrace, SYS_read,
+        SYS_readv, SYS_recvfrom, SYS_recvmmsg, SYS_recvmsg, SYS_rseq, SYS_rt_sigqueueinfo,
+        SYS_rt_sigsuspend, SYS_rt_sigtimedwait, SYS_rt_tgsigqueueinfo, SYS_sched_getaffinity,
+        SYS_sched_setaffinity, SYS_sched_yield, SYS_select, SYS_semop, SYS_semtimedop,
+        SYS_sendfile, SYS_sendmmsg, SYS_sendmsg, SYS_sendto, SYS_set_tid_address, SYS_setitimer,
+        SYS_setsockopt, SYS_settimeofday, SYS_shutdown, SYS_socket, SYS_splice, SYS_stat,
         SYS_statx, SYS_sysinfo, SYS_tee, SYS_tgkill, SYS_time, SYS_timer_create, SYS_timer_delete,
         SYS_timer_getoverrun, SYS_timer_gettime, SYS_timer_settime, SYS_timerfd_create,
         SYS_timerfd_gettime, SYS_timerfd_settime, SYS_times, SYS_tkill, SYS_uname, SYS_userfaultfd,
@@ -80,6 +82,7 @@ pub fn dispatch(s: &mut Supervisor, tid: pid_t, regs: Regs) {
         let name = crate::sysnames::name(a.nr).unwrap_or("?");
         s.print_backtrace(tid, &format!("then calls {name}"));
     }
+    s.pump_net();
     let out = route(s, tid, &a, regs);
     if s.trace.is_some() {
         trace_event(s, tid, &a, &out);
@@ -96,13 +99,13 @@ fn route(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
         | SYS_times | SYS_getrusage | SYS_clock_settime | SYS_clock_adjtime | SYS_adjtimex
         | SYS_settimeofday => time::handle(s, tid, a),
         SYS_futex => futex::handle(s, tid, a),
-        SYS_socket => {
-            // Only AF_INET/AF_INET6 trap: the virtual network is not built
-            // yet, so these reach the host's network. Say so.
+        SYS_socket if s.cfg.net_host => {
+            // Only AF_INET/AF_INET6 trap: with --net=host they reach the
+            // host's network. Say so.
             let what = if s.cfg.strict {
                 "refused with EAFNOSUPPORT (--strict)"
             } else {
-                "use the host's network (not virtualized)"
+                "use the host's network (--net=host)"
             };
             s.stats
                 .hazard("network", format!("AF_INET/AF_INET6 sockets {what}"));
@@ -112,9 +115,21 @@ fn route(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
                 Out::Pass
             }
         }
+        SYS_socket => net::socket(s, a, regs),
+        SYS_bind | SYS_listen | SYS_getsockname | SYS_getpeername | SYS_setsockopt
+        | SYS_getsockopt | SYS_shutdown => net::intercept(s, tid, a, regs).unwrap_or(Out::Pass),
         SYS_open | SYS_openat => procfs::handle(s, tid, a, regs),
         SYS_stat | SYS_lstat | SYS_fstat | SYS_newfstatat | SYS_statx | SYS_getdents64 => {
             fs::handle(s, tid, a, regs)
+        }
+        SYS_recvfrom | SYS_recvmsg | SYS_recvmmsg | SYS_accept | SYS_accept4 | SYS_write
+        | SYS_writev | SYS_sendto | SYS_sendmsg | SYS_sendmmsg | SYS_connect
+            if !s.net.cookies.is_empty() =>
+        {
+            match net::intercept(s, tid, a, regs) {
+                Some(o) => o,
+                None => io::handle(s, tid, a, regs),
+            }
         }
         SYS_read | SYS_readv | SYS_recvfrom | SYS_recvmsg | SYS_recvmmsg | SYS_accept
         | SYS_accept4 | SYS_write | SYS_writev | SYS_sendto | SYS_sendmsg | SYS_sendmmsg
@@ -236,6 +251,33 @@ pub fn on_syscall_exit(s: &mut Supervisor, tid: pid_t) {
             let mut r = regs;
             sys::set_arg(&mut r, index, value);
             let _ = sys::set_regs(tid, &r);
+            s.continue_running(tid);
+        }
+        Post::RestoreArgs(args) => {
+            let mut r = regs;
+            for (index, value) in args {
+                sys::set_arg(&mut r, index, value);
+            }
+            let _ = sys::set_regs(tid, &r);
+            s.continue_running(tid);
+        }
+        Post::Socket {
+            proto,
+            family,
+            rdi,
+            rdx,
+        } => net::socket_exit(s, tid, regs, proto, family, rdi, rdx),
+        Post::Accept {
+            listener,
+            addr,
+            lenp,
+            rsi,
+            rdx,
+        } => {
+            let mut r = regs;
+            r.rsi = rsi;
+            r.rdx = rdx;
+            net::accept_exit(s, tid, r, listener, addr, lenp);
             s.continue_running(tid);
         }
     }

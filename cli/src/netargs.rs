@@ -1,0 +1,158 @@
+//! Parsers for the virtual network's options: durations, loss
+//! percentages, partition plans and virtual hosts.
+
+use detrun_scheduler::net::{Endpoint, Partition};
+use std::net::IpAddr;
+
+/// `200ms`, `1s`, `1.5s`, `250us`, `2m`, `100ns` (a bare number is ms).
+pub fn duration_ns(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (examples: 200ms, 1s, 1.5s, 250us)"))?;
+    let mult = match unit.trim() {
+        "" | "ms" => 1e6,
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "s" => 1e9,
+        "m" | "min" => 60e9,
+        u => {
+            return Err(format!(
+                "unknown unit `{u}` in `{s}` (use ns, us, ms, s or m)"
+            ))
+        }
+    };
+    let ns = v * mult;
+    if !ns.is_finite() || !(0.0..=1e18).contains(&ns) {
+        return Err(format!("`{s}` is out of range"));
+    }
+    Ok(ns as u64)
+}
+
+/// `30%` or `0.3`.
+pub fn probability(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|x| x / 100.0),
+        None => t.parse::<f64>(),
+    }
+    .map_err(|_| format!("`{s}` is not a probability (examples: 30%, 0.3)"))?;
+    if !(0.0..=1.0).contains(&v) {
+        return Err(format!("`{s}` is not between 0% and 100%"));
+    }
+    Ok(v)
+}
+
+fn endpoint(s: &str, hosts: &[(String, IpAddr)]) -> Result<Endpoint, String> {
+    let t = s.trim();
+    if t == "*" || t.is_empty() {
+        return Ok(Endpoint {
+            ip: None,
+            port: None,
+        });
+    }
+    // [v6]:port, v4:port, :port, host:port, or an address/host alone.
+    let (host, port) = if let Some(rest) = t.strip_prefix('[') {
+        let (h, after) = rest
+            .split_once(']')
+            .ok_or_else(|| format!("missing `]` in `{s}`"))?;
+        (h, after.strip_prefix(':'))
+    } else if t.matches(':').count() == 1 {
+        let (h, p) = t.split_once(':').unwrap_or((t, ""));
+        (h, Some(p))
+    } else {
+        (t, None)
+    };
+    let port = match port {
+        Some(p) => Some(p.parse::<u16>().map_err(|_| format!("bad port in `{s}`"))?),
+        None => None,
+    };
+    let ip = match host {
+        "" | "*" => None,
+        h => Some(match h.parse::<IpAddr>() {
+            Ok(ip) => ip,
+            Err(_) => hosts
+                .iter()
+                .find(|(n, _)| n == h)
+                .map(|x| x.1)
+                .or((h == "localhost").then(|| IpAddr::from([127, 0, 0, 1])))
+                .ok_or_else(|| {
+                    format!("unknown host `{h}` in `{s}` (declare it with --host {h}=ADDR)")
+                })?,
+        }),
+    };
+    Ok(Endpoint { ip, port })
+}
+
+/// `A/B@FROM..UNTIL`: traffic between A and B is cut from FROM until UNTIL
+/// (virtual time since the start). A and B: `HOST`, `HOST:PORT`, `:PORT`, `*`.
+pub fn partition(s: &str, hosts: &[(String, IpAddr)]) -> Result<Partition, String> {
+    let usage = "expected A/B@FROM..UNTIL, e.g. ':9101/:9102@2s..7s' or 'db/*@1s..5s'";
+    let (pair, when) = s.split_once('@').ok_or_else(|| format!("`{s}`: {usage}"))?;
+    let (a, b) = pair
+        .split_once('/')
+        .ok_or_else(|| format!("`{s}`: {usage}"))?;
+    let (from, until) = when
+        .split_once("..")
+        .ok_or_else(|| format!("`{s}`: {usage}"))?;
+    let from = duration_ns(from)?;
+    let until = duration_ns(until)?;
+    if until <= from {
+        return Err(format!("`{s}`: the partition must heal after it starts"));
+    }
+    Ok(Partition {
+        a: endpoint(a, hosts)?,
+        b: endpoint(b, hosts)?,
+        from,
+        until,
+    })
+}
+
+/// `NAME=ADDR`.
+pub fn host(s: &str) -> Result<(String, IpAddr), String> {
+    let (n, a) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: expected NAME=ADDR, e.g. db=10.0.0.2"))?;
+    let ip: IpAddr = a
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{a}` is not an IP address"))?;
+    let n = n.trim();
+    if n.is_empty() || n.contains(char::is_whitespace) {
+        return Err(format!("`{n}` is not a host name"));
+    }
+    Ok((n.to_string(), ip))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_options() {
+        assert_eq!(duration_ns("200ms"), Ok(200_000_000));
+        assert_eq!(duration_ns("1.5s"), Ok(1_500_000_000));
+        assert!(duration_ns("fast").is_err());
+        assert_eq!(probability("30%"), Ok(0.3));
+        assert!(probability("130%").is_err());
+        let hosts = vec![host("db=10.0.0.2").unwrap()];
+        let p = partition(":9101/db:5432@2s..7s", &hosts).unwrap();
+        assert_eq!(
+            p.a,
+            Endpoint {
+                ip: None,
+                port: Some(9101)
+            }
+        );
+        assert_eq!(p.b.ip, Some("10.0.0.2".parse().unwrap()));
+        assert_eq!((p.from, p.until), (2_000_000_000, 7_000_000_000));
+        assert!(partition("a/b@5s..1s", &hosts).is_err());
+        assert!(partition("nohost/*@1s..2s", &hosts).is_err());
+        let p = partition("[::1]:80/*@0s..1s", &hosts).unwrap();
+        assert_eq!(p.a.port, Some(80));
+    }
+}

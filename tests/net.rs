@@ -1,0 +1,426 @@
+//! Acceptance tests of the virtual network (issue 4): AF_INET/AF_INET6
+//! sockets are answered by a simulated network inside detrun, so servers and
+//! clients on 127.0.0.1 are reproducible, latency, loss and partitions are
+//! seeded and cost no wall time, and nothing reaches the host's network.
+
+use detrun_tests::*;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// Run `detrun ARGS` `n` times; every run must exit 0 and be byte-identical
+/// (stdout and status) to the first. Returns the first run.
+fn same_runs(n: usize, args: &[&str], what: &str) -> Output {
+    let first = detrun(args);
+    assert_eq!(
+        code(&first),
+        0,
+        "{what}: `detrun {}` failed:\n{}",
+        args.join(" "),
+        show(&first)
+    );
+    for i in 1..n {
+        let again = detrun(args);
+        assert_same(&first, &again, &format!("{what} (run {i} vs run 0)"));
+    }
+    first
+}
+
+fn testdata(name: &str) -> String {
+    path_str(&root().join("testdata").join(name)).to_string()
+}
+
+/// A directory holding `hello.txt` for the HTTP guests.
+fn http_dir(name: &str) -> PathBuf {
+    let d = scratch_dir("net", name);
+    std::fs::write(d.join("hello.txt"), "hello from the virtual network\n").expect("hello.txt");
+    d
+}
+
+// ------------------------------------------------------------------- http
+
+/// Python's http.server and a urllib client, two processes talking over
+/// 127.0.0.1:8765: the same transcript on every run.
+#[test]
+fn http_server_and_urllib_client() {
+    let dir = http_dir("http");
+    let script = testdata("net_http.sh");
+    let args = ["--seed", "7", "--", "sh", &script, path_str(&dir)];
+    let o = same_runs(5, &args, "net_http.sh");
+    let out = stdout(&o);
+    assert!(
+        out.contains("status 200\nhello from the virtual network\n"),
+        "{}",
+        show(&o)
+    );
+}
+
+/// The same through the name `localhost` (resolved from /etc/hosts, maybe
+/// to ::1 first, where nothing listens: that connection must be refused and
+/// the client must go on to 127.0.0.1).
+#[test]
+fn http_via_localhost_name() {
+    let dir = http_dir("http-localhost");
+    let script = testdata("net_http.sh");
+    let args = [
+        "--seed",
+        "7",
+        "--",
+        "sh",
+        &script,
+        path_str(&dir),
+        "localhost",
+    ];
+    let o = same_runs(3, &args, "net_http.sh localhost");
+    assert!(
+        stdout(&o).contains("status 200\nhello from the virtual network\n"),
+        "{}",
+        show(&o)
+    );
+}
+
+// ------------------------------------------------------------------- echo
+
+fn got_lines(out: &str) -> Vec<&str> {
+    out.lines().filter(|l| l.contains(" got: ")).collect()
+}
+
+/// Checks of one net_echo transcript that hold on any interleaving: 15
+/// echoes, each client's in order, the server saw every line once, "done".
+fn check_echo(o: &Output, what: &str) {
+    assert_eq!(code(o), 0, "{what}:\n{}", show(o));
+    let out = stdout(o);
+    let got = got_lines(&out);
+    assert_eq!(got.len(), 15, "{what}: expected 15 echoes:\n{}", show(o));
+    for k in 0..3 {
+        let mine: Vec<&str> = got
+            .iter()
+            .copied()
+            .filter(|l| l.starts_with(&format!("c{k} got: ")))
+            .collect();
+        let want: Vec<String> = (0..5)
+            .map(|j| format!("c{k} got: client {k} msg {j}"))
+            .collect();
+        assert_eq!(mine, want, "{what}: client {k}'s echoes:\n{out}");
+    }
+    let server = out.lines().filter(|l| l.contains(" line: ")).count();
+    assert_eq!(server, 15, "{what}: server lines:\n{out}");
+    assert_eq!(out.lines().last(), Some("done"), "{what}:\n{out}");
+}
+
+/// An epoll TCP echo server and three forked clients: one transcript per
+/// seed under the default policy; chaos scheduling finds other
+/// interleavings, each still a correct echo.
+#[test]
+fn tcp_echo_epoll_three_clients() {
+    let bin = build_c("net_echo", false);
+    let bin = path_str(&bin);
+    let first = same_runs(10, &["--seed", "1", "--", bin], "net_echo --seed 1");
+    check_echo(&first, "net_echo --seed 1");
+
+    let mut transcripts = BTreeSet::new();
+    for s in 1..=12 {
+        let seed = s.to_string();
+        let o = detrun(&["--chaos", "--seed", &seed, "--", bin]);
+        check_echo(&o, &format!("net_echo --chaos --seed {s}"));
+        transcripts.insert(stdout(&o));
+    }
+    assert!(
+        transcripts.len() >= 2,
+        "12 chaos seeds gave a single interleaving of the echo:\n{}",
+        transcripts.iter().next().unwrap()
+    );
+}
+
+// -------------------------------------------------------------------- udp
+
+/// The `lost: a,b,c` list of a net_udp run, checked against its per-ping
+/// lines.
+fn lost_list(o: &Output) -> Vec<u32> {
+    let out = stdout(o);
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("lost:"))
+        .unwrap_or_else(|| panic!("no `lost:` line:\n{}", show(o)));
+    let lost: Vec<u32> = line
+        .trim()
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse()
+                .unwrap_or_else(|_| panic!("bad lost list {line:?}"))
+        })
+        .collect();
+    let per_ping: Vec<u32> = out
+        .lines()
+        .filter_map(|l| l.strip_suffix(" lost"))
+        .map(|n| n.parse().expect("ping number"))
+        .collect();
+    assert_eq!(lost, per_ping, "lost list disagrees with the lines:\n{out}");
+    let ok = out.lines().filter(|l| l.ends_with(" ok")).count();
+    assert_eq!(ok + lost.len(), 40, "40 pings expected:\n{out}");
+    lost
+}
+
+/// `--net-loss 30%` drops datagrams by the seed: the same ones on every run
+/// with one seed, others with another; without it nothing is lost.
+#[test]
+fn udp_loss_is_seeded() {
+    let bin = build_c("net_udp", false);
+    let bin = path_str(&bin);
+    let a = same_runs(
+        3,
+        &["--seed", "3", "--net-loss", "30%", "--", bin],
+        "net_udp --seed 3 --net-loss 30%",
+    );
+    let lost3 = lost_list(&a);
+    assert!(
+        !lost3.is_empty() && lost3.len() < 40,
+        "30% loss lost {} of 40 pings:\n{}",
+        lost3.len(),
+        show(&a)
+    );
+    let b = detrun(&["--seed", "4", "--net-loss", "30%", "--", bin]);
+    assert_eq!(code(&b), 0, "{}", show(&b));
+    let lost4 = lost_list(&b);
+    assert_ne!(lost3, lost4, "seeds 3 and 4 lost the same pings");
+
+    let clean = detrun(&["--seed", "3", "--", bin]);
+    assert_eq!(code(&clean), 0, "{}", show(&clean));
+    assert_eq!(lost_list(&clean), Vec::<u32>::new(), "{}", show(&clean));
+}
+
+// ---------------------------------------------------------------- latency
+
+/// `--net-latency 200ms`: each request/response round trip takes at least
+/// 400 ms of virtual time, and none of wall time.
+#[test]
+fn latency_is_virtual() {
+    let bin = build_c("net_rtt", false);
+    let bin = path_str(&bin);
+    detrun_bin(); // built before the clock starts
+    let t = Instant::now();
+    let o = detrun(&["--net-latency", "200ms", "--", bin]);
+    let wall = t.elapsed();
+    assert_eq!(code(&o), 0, "{}", show(&o));
+    let out = stdout(&o);
+    let rtts: Vec<u64> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("rtt_ms="))
+        .map(|v| v.parse().expect("rtt_ms value"))
+        .collect();
+    assert_eq!(rtts.len(), 3, "{}", show(&o));
+    for r in &rtts {
+        assert!(
+            *r >= 400,
+            "round trip of {r} ms under 200 ms latency:\n{out}"
+        );
+    }
+    assert!(
+        wall < Duration::from_secs(1),
+        "3 virtual round trips of 400 ms took {wall:?} of wall time"
+    );
+}
+
+// -------------------------------------------------------------- partition
+
+/// (N, replied, t) of each `N reply t=S` / `N timeout t=S` line.
+fn partition_lines(o: &Output) -> Vec<(u32, bool, u64)> {
+    let out = stdout(o);
+    let v: Vec<(u32, bool, u64)> = out
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(f.len(), 3, "bad line {l:?} in:\n{out}");
+            let n = f[0].parse().expect("request number");
+            let replied = match f[1] {
+                "reply" => true,
+                "timeout" => false,
+                other => panic!("bad outcome {other:?} in:\n{out}"),
+            };
+            let t = f[2]
+                .strip_prefix("t=")
+                .and_then(|t| t.parse().ok())
+                .unwrap_or_else(|| panic!("bad time in {l:?}"));
+            (n, replied, t)
+        })
+        .collect();
+    assert_eq!(v.len(), 12, "12 requests expected:\n{}", show(o));
+    v
+}
+
+/// A partition between the two ports from 2 s to 7 s of virtual time drops
+/// exactly the requests sent inside it; before and after, every request is
+/// answered.
+#[test]
+fn partition_heals() {
+    let bin = build_c("net_partition", false);
+    let bin = path_str(&bin);
+    let o = detrun(&["--net-partition", ":9101/:9102@2s..7s", "--", bin]);
+    assert_eq!(code(&o), 0, "{}", show(&o));
+    let lines = partition_lines(&o);
+    let out = stdout(&o);
+    let timeouts: Vec<u64> = lines.iter().filter(|l| !l.1).map(|l| l.2).collect();
+    assert!(!timeouts.is_empty(), "no request timed out:\n{out}");
+    for &(n, replied, t) in &lines {
+        assert_eq!(u64::from(n), t, "request {n} not sent at {n} s:\n{out}");
+        if !replied {
+            assert!(
+                (2..7).contains(&t),
+                "request {n} sent at {t} s, outside the partition, timed out:\n{out}"
+            );
+        }
+        if n < 2 || t >= 7 {
+            assert!(replied, "request {n} at {t} s got no reply:\n{out}");
+        }
+    }
+    assert_eq!(
+        timeouts,
+        vec![2, 3, 4, 5, 6],
+        "every request sent during the partition is lost:\n{out}"
+    );
+
+    let clean = detrun(&["--", bin]);
+    assert_eq!(code(&clean), 0, "{}", show(&clean));
+    let clean_lines = partition_lines(&clean);
+    assert!(
+        clean_lines.iter().all(|l| l.1),
+        "timeouts without a partition:\n{}",
+        stdout(&clean)
+    );
+}
+
+// --------------------------------------------------------------- external
+
+/// An address outside the sandbox is unreachable at once (no real SYN is
+/// sent, nothing waits for a host timeout), and the summary names it.
+/// `--net=host` is accepted and reported as a network hazard.
+#[test]
+fn external_address_fails_fast() {
+    let bin = build_c("net_external", false);
+    let bin = path_str(&bin);
+    detrun_bin();
+    let t = Instant::now();
+    let o = detrun(&["--summary", "--", bin]);
+    let wall = t.elapsed();
+    assert_eq!(code(&o), 0, "{}", show(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("connect: Network is unreachable\n")
+            || out.contains("connect: Connection refused\n"),
+        "connect to 192.0.2.1 did not fail as unreachable or refused:\n{}",
+        show(&o)
+    );
+    assert!(out.contains("sendto: "), "{}", show(&o));
+    assert!(
+        stderr(&o).contains("192.0.2.1"),
+        "the summary does not name the external address:\n{}",
+        show(&o)
+    );
+    assert!(
+        wall < Duration::from_secs(1),
+        "failing to reach 192.0.2.1 took {wall:?} of wall time"
+    );
+
+    // A socket on the host's network (created, never connected) is a hazard.
+    let prog = "import socket; socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()";
+    let h = detrun(&["--net=host", "--summary", "--", "python3", "-c", prog]);
+    assert_eq!(code(&h), 0, "--net=host not accepted:\n{}", show(&h));
+    assert!(
+        stderr(&h).contains("- network: AF_INET/AF_INET6 sockets use the host's network"),
+        "--net=host is not reported as a hazard:\n{}",
+        show(&h)
+    );
+    let v = detrun(&["--summary", "--", "python3", "-c", prog]);
+    assert!(
+        stderr(&v).contains("hazards             none"),
+        "a virtual socket is not a hazard:\n{}",
+        show(&v)
+    );
+}
+
+// ---------------------------------------------------------------- runtimes
+
+/// A Node.js http server and client in one process (one event loop).
+#[test]
+fn node_http_in_one_process() {
+    let js = testdata("net_node_http.js");
+    let o = same_runs(5, &["--seed", "2", "--", "node", &js], "net_node_http.js");
+    let out = stdout(&o);
+    assert_eq!(
+        out.lines().filter(|l| l.contains(" status 200 ")).count(),
+        5,
+        "{}",
+        show(&o)
+    );
+    assert!(out.contains("closed after 5 requests"), "{}", show(&o));
+}
+
+/// A tokio TCP echo on 4 worker threads (testdata/tokio_net_guest): the
+/// order the server saw the messages in is the same on every run.
+#[test]
+fn tokio_tcp_guest() {
+    let guest = root().join("testdata/tokio_net_guest");
+    let target = guest.join("target");
+    let st = Command::new(env!("CARGO"))
+        .args(["build", "--release", "--manifest-path"])
+        .arg(guest.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target)
+        .current_dir(root())
+        .status()
+        .expect("run cargo build for tokio_net_guest");
+    assert!(st.success(), "building testdata/tokio_net_guest failed");
+    let bin = target.join("release/tokio_net_guest");
+    assert!(bin.exists(), "{} missing after build", bin.display());
+    let o = same_runs(5, &["--seed", "4", "--", path_str(&bin)], "tokio_net_guest");
+    let out = stdout(&o);
+    assert!(out.contains("messages 40\n"), "{}", show(&o));
+    assert!(
+        out.contains("server connections: [10, 10, 10, 10]\n"),
+        "{}",
+        show(&o)
+    );
+    let order = out
+        .lines()
+        .find_map(|l| l.strip_prefix("server order: "))
+        .unwrap_or_else(|| panic!("no server order:\n{out}"));
+    assert_eq!(order.split(' ').count(), 40, "{out}");
+}
+
+// -------------------------------------------------------------- isolation
+
+/// Run `detrun ARGS` twice at once (two threads, each spawning a detrun).
+fn two_at_once(args: &[&str]) -> (Output, Output) {
+    let a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let b = a.clone();
+    let ta = std::thread::spawn(move || detrun(&a.iter().map(String::as_str).collect::<Vec<_>>()));
+    let tb = std::thread::spawn(move || detrun(&b.iter().map(String::as_str).collect::<Vec<_>>()));
+    (ta.join().expect("run a"), tb.join().expect("run b"))
+}
+
+/// Two runs at the same time do not see each other's network: each gets
+/// the transcript of a run alone, even on the same fixed port (8765).
+#[test]
+fn concurrent_runs_are_isolated() {
+    let bin = build_c("net_echo", false);
+    let bin = path_str(&bin);
+    let args = ["--seed", "1", "--", bin];
+    let (a, b) = two_at_once(&args);
+    let alone = detrun(&args);
+    check_echo(&alone, "net_echo alone");
+    check_echo(&a, "net_echo concurrent a");
+    check_echo(&b, "net_echo concurrent b");
+    assert_same(&alone, &a, "net_echo: concurrent run a vs a run alone");
+    assert_same(&alone, &b, "net_echo: concurrent run b vs a run alone");
+
+    let dir = http_dir("http-concurrent");
+    let script = testdata("net_http.sh");
+    let args = ["--seed", "7", "--", "sh", &script, path_str(&dir)];
+    let (a, b) = two_at_once(&args);
+    let alone = detrun(&args);
+    assert_eq!(code(&alone), 0, "{}", show(&alone));
+    assert_same(&alone, &a, "net_http.sh: concurrent run a vs a run alone");
+    assert_same(&alone, &b, "net_http.sh: concurrent run b vs a run alone");
+}
