@@ -112,6 +112,8 @@ pub struct HuntArgs {
     #[arg(long)]
     no_progress: bool,
     #[command(flatten)]
+    net: crate::netargs::NetOpts,
+    #[command(flatten)]
     program: crate::Program,
 }
 
@@ -129,6 +131,8 @@ pub struct ReplayArgs {
     /// schedule trace differ, printing the first difference. Example: --verify
     #[arg(long)]
     verify: bool,
+    #[command(flatten)]
+    net: crate::netargs::NetOpts,
     #[command(flatten)]
     program: crate::Program,
 }
@@ -255,8 +259,18 @@ fn shell_quote(a: &OsString) -> String {
     }
 }
 
-pub fn replay_command(seed: u64, policy: PolicyArg, pct: &PctOpts, command: &[OsString]) -> String {
+pub fn replay_command(
+    seed: u64,
+    policy: PolicyArg,
+    pct: &PctOpts,
+    net: &crate::netargs::NetOpts,
+    command: &[OsString],
+) -> String {
     let mut s = format!("detrun replay --seed {seed} --policy {}", policy.name());
+    for f in net.flags() {
+        s.push(' ');
+        s.push_str(&shell_quote(&OsString::from(f)));
+    }
     if policy == PolicyArg::Pct {
         s.push_str(&format!(
             " --pct-depth {} --pct-insns {}",
@@ -385,6 +399,10 @@ fn measure_steps(command: &[OsString], timeout: Duration) -> Result<u64> {
 
 pub fn hunt(h: &HuntArgs) -> Result<i32> {
     let rules = Arc::new(FailRules::parse(&h.fail_on)?);
+    if let Err(e) = h.net.config() {
+        eprintln!("detrun: {e}");
+        return Ok(2);
+    }
     let mut pct = h.pct.clone();
     if h.policy == PolicyArg::Pct && pct.pct_steps.is_none() {
         pct.pct_steps = Some(measure_steps(
@@ -424,6 +442,7 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
         let command = h.program.command.clone();
         let policy = h.policy;
         let pct = pct.clone();
+        let net = h.net.clone();
         let timeout = Duration::from_secs(h.timeout.max(1));
         let tmp_per_run = h.tmpdir_per_run;
         let seed_start = h.seed_start;
@@ -445,6 +464,7 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
                     vtimeout.to_string(),
                 ];
                 args.extend(policy.flags(&pct));
+                args.extend(net.flags());
                 let tmp =
                     std::env::temp_dir().join(format!("detrun-hunt-{}-{seed}", std::process::id()));
                 let mut env: Vec<(&str, &Path)> = Vec::new();
@@ -502,7 +522,7 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
                     signature,
                     stderr_tail: tail(&e, 5),
                     failed_tests: failed_tests(&o),
-                    replay: replay_command(seed, policy, &pct, &command),
+                    replay: replay_command(seed, policy, &pct, &net, &command),
                 };
                 results
                     .lock()
@@ -555,7 +575,7 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
             );
             println!(
                 "         replay: {}",
-                replay_command(g.seeds[0], h.policy, &pct, &h.program.command)
+                replay_command(g.seeds[0], h.policy, &pct, &h.net, &h.program.command)
             );
         }
         let tests: std::collections::BTreeSet<&String> =
@@ -607,6 +627,11 @@ fn truncate(s: &str, n: usize) -> String {
 pub fn replay(r: &ReplayArgs) -> Result<i32> {
     let mut args = vec!["--seed".to_string(), r.seed.to_string()];
     args.extend(r.policy.flags(&r.pct));
+    if let Err(e) = r.net.config() {
+        eprintln!("detrun: {e}");
+        return Ok(2);
+    }
+    args.extend(r.net.flags());
     if !r.verify {
         let (st, out, err) = run_child(
             &args,

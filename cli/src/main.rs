@@ -221,40 +221,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", hide = true)]
     backtrace_turn: Option<u64>,
 
-    /// The network AF_INET/AF_INET6 sockets use: `virtual` (the default: a
-    /// simulated network inside the sandbox; loopback and --host addresses
-    /// work, anything else is unreachable) or `host` (the real network,
-    /// reported as a hazard). Example: --net=host
-    #[arg(long, value_name = "MODE", default_value = "virtual", value_parser = ["virtual", "host"])]
-    net: String,
-
-    /// One-way delay of every virtual packet, in virtual time (costs no wall
-    /// time). Example: --net-latency 200ms
-    #[arg(long, value_name = "DURATION", value_parser = netargs::duration_ns)]
-    net_latency: Option<u64>,
-
-    /// Up to this much more delay per packet, drawn from the seed.
-    /// Example: --net-latency 50ms --net-jitter 20ms
-    #[arg(long, value_name = "DURATION", value_parser = netargs::duration_ns)]
-    net_jitter: Option<u64>,
-
-    /// Probability that a UDP datagram is lost (a TCP segment is delayed by
-    /// a retransmission instead), drawn from the seed. Example: --net-loss 30%
-    #[arg(long, value_name = "PERCENT", value_parser = netargs::probability)]
-    net_loss: Option<f64>,
-
-    /// Cut traffic between A and B from FROM until UNTIL (virtual time since
-    /// the start); repeatable. A, B: HOST, HOST:PORT, :PORT or *. UDP across
-    /// a partition is dropped, TCP is held until it heals.
-    /// Example: --net-partition ':9101/:9102@2s..7s'
-    #[arg(long, value_name = "A/B@FROM..UNTIL")]
-    net_partition: Vec<String>,
-
-    /// A virtual host: NAME resolves to ADDR (through the guest's
-    /// /etc/hosts) and ADDR is an address of the sandbox; repeatable.
-    /// Example: --host db=10.0.0.2
-    #[arg(long, value_name = "NAME=ADDR", value_parser = netargs::host)]
-    host: Vec<(String, std::net::IpAddr)>,
+    #[command(flatten)]
+    net: netargs::NetOpts,
 }
 
 /// Find `prog` the way a shell would. Errors carry the exit code.
@@ -315,28 +283,13 @@ pub fn run(cli: &RunArgs, command: &[OsString]) -> Result<i32> {
         (None, true) => "chaos".to_string(),
         (None, false) => "default".to_string(),
     };
-    let mut partitions = Vec::new();
-    for p in &cli.net_partition {
-        match netargs::partition(p, &cli.host) {
-            Ok(x) => partitions.push(x),
-            Err(e) => {
-                eprintln!("detrun: --net-partition {e}");
-                return Ok(2);
-            }
+    let (net, net_host) = match cli.net.config() {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("detrun: {e}");
+            return Ok(2);
         }
-    }
-    let net = detrun_scheduler::net::NetConfig {
-        latency_ns: cli.net_latency.unwrap_or(0),
-        jitter_ns: cli.net_jitter.unwrap_or(0),
-        loss: cli.net_loss.unwrap_or(0.0),
-        partitions,
-        hosts: cli.host.clone(),
     };
-    let net_host = cli.net == "host";
-    if net_host && (net.has_faults() || !net.hosts.is_empty()) {
-        eprintln!("detrun: --net-latency, --net-jitter, --net-loss, --net-partition and --host need the virtual network (not --net=host)");
-        return Ok(2);
-    }
     let cfg = RunConfig {
         net,
         net_host,

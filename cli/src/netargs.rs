@@ -1,8 +1,118 @@
 //! Parsers for the virtual network's options: durations, loss
 //! percentages, partition plans and virtual hosts.
 
-use detrun_scheduler::net::{Endpoint, Partition};
+use detrun_scheduler::net::{Endpoint, NetConfig, Partition};
 use std::net::IpAddr;
+
+/// The network options of a run (also taken by `hunt` and `replay`, which
+/// pass them on to every run).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct NetOpts {
+    /// The network AF_INET/AF_INET6 sockets use: `virtual` (the default: a
+    /// simulated network inside the sandbox; loopback and --host addresses
+    /// work, anything else is unreachable) or `host` (the real network,
+    /// reported as a hazard). Example: --net=host
+    #[arg(long, value_name = "MODE", default_value = "virtual", value_parser = ["virtual", "host"])]
+    pub net: String,
+
+    /// One-way delay of every virtual packet, in virtual time (costs no wall
+    /// time). Example: --net-latency 200ms
+    #[arg(long, value_name = "DURATION", value_parser = validate_duration)]
+    pub net_latency: Option<String>,
+
+    /// Up to this much more delay per packet, drawn from the seed.
+    /// Example: --net-latency 50ms --net-jitter 20ms
+    #[arg(long, value_name = "DURATION", value_parser = validate_duration)]
+    pub net_jitter: Option<String>,
+
+    /// Probability that a UDP datagram is lost (a TCP segment is delayed by
+    /// a retransmission instead), drawn from the seed. Example: --net-loss 30%
+    #[arg(long, value_name = "PERCENT", value_parser = validate_probability)]
+    pub net_loss: Option<String>,
+
+    /// Cut traffic between A and B from FROM until UNTIL (virtual time since
+    /// the start); repeatable. A, B: HOST, HOST:PORT, :PORT or *. UDP across
+    /// a partition is dropped, TCP is held until it heals.
+    /// Example: --net-partition ':9101/:9102@2s..7s'
+    #[arg(long, value_name = "A/B@FROM..UNTIL")]
+    pub net_partition: Vec<String>,
+
+    /// A virtual host: NAME resolves to ADDR (through the guest's
+    /// /etc/hosts) and ADDR is an address of the sandbox; repeatable.
+    /// Example: --host db=10.0.0.2
+    #[arg(long, value_name = "NAME=ADDR", value_parser = validate_host)]
+    pub host: Vec<String>,
+}
+
+fn validate_duration(s: &str) -> Result<String, String> {
+    duration_ns(s).map(|_| s.to_string())
+}
+
+fn validate_probability(s: &str) -> Result<String, String> {
+    probability(s).map(|_| s.to_string())
+}
+
+fn validate_host(s: &str) -> Result<String, String> {
+    host(s).map(|_| s.to_string())
+}
+
+impl NetOpts {
+    /// The world's network configuration, and whether it is `--net=host`.
+    pub fn config(&self) -> Result<(NetConfig, bool), String> {
+        let hosts = self
+            .host
+            .iter()
+            .map(|h| host(h))
+            .collect::<Result<Vec<_>, _>>()?;
+        let partitions = self
+            .net_partition
+            .iter()
+            .map(|p| partition(p, &hosts).map_err(|e| format!("--net-partition {e}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let opt = |v: &Option<String>| v.as_deref().map(duration_ns).transpose();
+        let cfg = NetConfig {
+            latency_ns: opt(&self.net_latency)?.unwrap_or(0),
+            jitter_ns: opt(&self.net_jitter)?.unwrap_or(0),
+            loss: self
+                .net_loss
+                .as_deref()
+                .map(probability)
+                .transpose()?
+                .unwrap_or(0.0),
+            partitions,
+            hosts,
+        };
+        let net_host = self.net == "host";
+        if net_host && (cfg.has_faults() || !cfg.hosts.is_empty()) {
+            return Err("--net-latency, --net-jitter, --net-loss, --net-partition and --host need the virtual network (not --net=host)".into());
+        }
+        Ok((cfg, net_host))
+    }
+
+    /// The same options as run flags.
+    pub fn flags(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if self.net == "host" {
+            v.push("--net=host".to_string());
+        }
+        for (name, val) in [
+            ("--net-latency", &self.net_latency),
+            ("--net-jitter", &self.net_jitter),
+            ("--net-loss", &self.net_loss),
+        ] {
+            if let Some(x) = val {
+                v.push(format!("{name}={x}"));
+            }
+        }
+        for p in &self.net_partition {
+            v.push(format!("--net-partition={p}"));
+        }
+        for h in &self.host {
+            v.push(format!("--host={h}"));
+        }
+        v
+    }
+}
 
 /// `200ms`, `1s`, `1.5s`, `250us`, `2m`, `100ns` (a bare number is ms).
 pub fn duration_ns(s: &str) -> Result<u64, String> {
