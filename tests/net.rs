@@ -424,3 +424,105 @@ fn concurrent_runs_are_isolated() {
     assert_same(&alone, &a, "net_http.sh: concurrent run a vs a run alone");
     assert_same(&alone, &b, "net_http.sh: concurrent run b vs a run alone");
 }
+
+// ------------------------------------------------------------- hermetic
+
+/// The guest's network namespace is the run's own: only a loopback device,
+/// so no packet can leave the machine whatever the guest does.
+#[test]
+fn the_guest_has_a_network_namespace_of_its_own() {
+    let o = detrun(&["--", "cat", "/proc/net/dev"]);
+    assert_eq!(code(&o), 0, "{}", show(&o));
+    let ifaces: Vec<String> = stdout(&o)
+        .lines()
+        .filter_map(|l| l.split_once(':').map(|(n, _)| n.trim().to_string()))
+        .filter(|n| !n.contains('|'))
+        .collect();
+    assert_eq!(ifaces, vec!["lo".to_string()], "{}", show(&o));
+    // With --net=host the host's interfaces show through.
+    let h = detrun(&["--net=host", "--", "cat", "/proc/net/dev"]);
+    let n = stdout(&h).lines().filter(|l| l.contains(':')).count();
+    assert!(
+        n >= 2,
+        "--net=host hides the host's interfaces:\n{}",
+        show(&h)
+    );
+}
+
+/// A guest waiting on a virtual socket that nothing in the sandbox will
+/// write to is a deadlock (exit 123, the call named), not an external wait.
+#[test]
+fn waiting_on_a_silent_virtual_socket_is_a_deadlock() {
+    let prog = "import socket\n\
+        l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen()\n\
+        c = socket.create_connection(l.getsockname()); s, _ = l.accept()\n\
+        c.recv(1)\n";
+    let o = detrun_limit(&["--", "python3", "-c", prog], Duration::from_secs(60));
+    assert_eq!(code(&o), 123, "{}", show(&o));
+    assert!(stderr(&o).contains("deadlock"), "{}", show(&o));
+    assert!(stderr(&o).contains("recvfrom"), "{}", show(&o));
+}
+
+/// Network faults are carried by hunt into every run and into the printed
+/// replay command: a run that fails only when a datagram is lost is found
+/// under --net-loss and replays.
+#[test]
+fn hunt_carries_network_faults() {
+    let bin = build_c("net_udp", false);
+    let dir = scratch_dir("net", "hunt");
+    let report = dir.join("report.json");
+    let rep = path_str(&report);
+    let o = detrun_limit(
+        &[
+            "hunt",
+            "--runs",
+            "4",
+            "-j",
+            "2",
+            "--no-progress",
+            "--net-loss",
+            "30%",
+            "--fail-on",
+            "stdout-regex=lost: [0-9]",
+            "--report",
+            rep,
+            "--",
+            path_str(&bin),
+        ],
+        Duration::from_secs(300),
+    );
+    let text = std::fs::read_to_string(&report).unwrap_or_default();
+    assert!(
+        text.contains("--net-loss=30%"),
+        "replay lacks the fault:\n{text}\n{}",
+        show(&o)
+    );
+    let v: serde_json::Value = serde_json::from_str(&text).expect("report is JSON");
+    assert_eq!(v["runs"].as_u64(), Some(4), "{text}");
+    assert_eq!(v["results"].as_array().map_or(0, |r| r.len()), 4, "{text}");
+    let clean = detrun_limit(
+        &[
+            "hunt",
+            "--runs",
+            "2",
+            "--no-progress",
+            "--fail-on",
+            "stdout-regex=lost: [0-9]",
+            "--",
+            path_str(&bin),
+        ],
+        Duration::from_secs(300),
+    );
+    assert_eq!(
+        code(&clean),
+        0,
+        "no loss without --net-loss:\n{}",
+        show(&clean)
+    );
+    assert_ne!(
+        code(&o),
+        0,
+        "30% loss over 40 pings lost nothing in 4 runs:\n{}",
+        show(&o)
+    );
+}
