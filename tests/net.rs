@@ -526,3 +526,41 @@ fn hunt_carries_network_faults() {
         show(&o)
     );
 }
+
+/// `--net-reset`: a seeded message breaks the connection; both processes
+/// see ECONNRESET, at the same message for one seed, at another for another.
+#[test]
+fn resets_are_seeded() {
+    let py = testdata("net_reset.py");
+    let at = |seed: &str| {
+        let o = same_runs(
+            3,
+            &["--seed", seed, "--net-reset", "2%", "--", "python3", &py],
+            "net_reset.py",
+        );
+        let out = stdout(&o);
+        assert!(
+            out.contains("server: Connection reset by peer"),
+            "{}",
+            show(&o)
+        );
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("client: Connection reset by peer at "))
+            .unwrap_or_else(|| panic!("no reset seen by the client:\n{}", show(&o)))
+            .to_string();
+        line
+    };
+    let seeds: BTreeSet<String> = ["1", "2", "3", "4"].iter().map(|s| at(s)).collect();
+    assert!(
+        seeds.len() >= 2,
+        "every seed reset at the same message: {seeds:?}"
+    );
+    let clean = detrun(&["--", "python3", &py]);
+    assert_eq!(
+        stdout(&clean),
+        "client: all 60 echoed\n",
+        "{}",
+        show(&clean)
+    );
+}

@@ -30,6 +30,12 @@ pub struct NetOpts {
     #[arg(long, value_name = "PERCENT", value_parser = validate_probability)]
     pub net_loss: Option<String>,
 
+    /// Probability that a TCP segment resets its connection instead of
+    /// arriving (both ends then see ECONNRESET), drawn from the seed.
+    /// Example: --net-reset 2%
+    #[arg(long, value_name = "PERCENT", value_parser = validate_probability)]
+    pub net_reset: Option<String>,
+
     /// Cut traffic between A and B from FROM until UNTIL (virtual time since
     /// the start); repeatable. A, B: HOST, HOST:PORT, :PORT or *. UDP across
     /// a partition is dropped, TCP is held until it heals.
@@ -79,12 +85,18 @@ impl NetOpts {
                 .map(probability)
                 .transpose()?
                 .unwrap_or(0.0),
+            reset: self
+                .net_reset
+                .as_deref()
+                .map(probability)
+                .transpose()?
+                .unwrap_or(0.0),
             partitions,
             hosts,
         };
         let net_host = self.net == "host";
         if net_host && (cfg.has_faults() || !cfg.hosts.is_empty()) {
-            return Err("--net-latency, --net-jitter, --net-loss, --net-partition and --host need the virtual network (not --net=host)".into());
+            return Err("--net-latency, --net-jitter, --net-loss, --net-reset, --net-partition and --host need the virtual network (not --net=host)".into());
         }
         Ok((cfg, net_host))
     }
@@ -99,6 +111,7 @@ impl NetOpts {
             ("--net-latency", &self.net_latency),
             ("--net-jitter", &self.net_jitter),
             ("--net-loss", &self.net_loss),
+            ("--net-reset", &self.net_reset),
         ] {
             if let Some(x) = val {
                 v.push(format!("{name}={x}"));

@@ -85,6 +85,8 @@ pub struct NetConfig {
     pub jitter_ns: u64,
     /// Probability that a datagram is dropped or a TCP chunk is retransmitted.
     pub loss: f64,
+    /// Probability that a TCP chunk resets its connection instead of arriving.
+    pub reset: f64,
     pub partitions: Vec<Partition>,
     /// Virtual hosts: addresses that are local besides loopback.
     pub hosts: Vec<(String, IpAddr)>,
@@ -92,7 +94,11 @@ pub struct NetConfig {
 
 impl NetConfig {
     pub fn has_faults(&self) -> bool {
-        self.latency_ns > 0 || self.jitter_ns > 0 || self.loss > 0.0 || !self.partitions.is_empty()
+        self.latency_ns > 0
+            || self.jitter_ns > 0
+            || self.loss > 0.0
+            || self.reset > 0.0
+            || !self.partitions.is_empty()
     }
 }
 
@@ -122,6 +128,8 @@ pub struct Sock {
     pub v6only: bool,
     pub reuseport: bool,
     pub conn: Option<(ConnId, Side)>,
+    /// The connection was reset: the next read or write reports ECONNRESET.
+    pub reset_pending: bool,
     /// Options set by the guest, answered back by getsockopt.
     pub opts: BTreeMap<(i32, i32), Vec<u8>>,
 }
@@ -131,6 +139,8 @@ struct Chunk {
     at: u64,
     data: Vec<u8>,
     fin: bool,
+    /// A reset fault: the connection breaks when this chunk would arrive.
+    reset: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -161,6 +171,7 @@ impl Conn {
 pub enum Head<'a> {
     Data(&'a [u8]),
     Fin,
+    Reset,
 }
 
 #[derive(Clone, Debug)]
@@ -182,6 +193,7 @@ pub struct NetStats {
     pub dropped_no_receiver: u64,
     pub retransmits: u64,
     pub held_by_partition: u64,
+    pub resets: u64,
     /// Destinations outside the sandbox that the guest tried, in order of
     /// first attempt.
     pub external: Vec<SocketAddr>,
@@ -261,6 +273,7 @@ impl Net {
                 v6only: false,
                 reuseport: false,
                 conn: None,
+                reset_pending: false,
                 opts: BTreeMap::new(),
             },
         );
@@ -550,8 +563,7 @@ impl Net {
     }
 
     fn lost(&mut self) -> bool {
-        self.cfg.loss > 0.0
-            && (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 > 1.0 - self.cfg.loss
+        self.cfg.loss > 0.0 && chance(&mut self.rng, self.cfg.loss)
     }
 
     fn endpoints(&self, conn: ConnId, from: Side) -> Option<(SocketAddr, SocketAddr)> {
@@ -628,7 +640,16 @@ impl Net {
         };
         let at = at.max(c.last_at[from as usize]);
         c.last_at[from as usize] = at;
-        c.q[from as usize].push_back(Chunk { at, data, fin });
+        let reset = !fin && self.cfg.reset > 0.0 && chance(&mut self.rng, self.cfg.reset);
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.q[from as usize].push_back(Chunk {
+            at,
+            data,
+            fin,
+            reset,
+        });
         self.busy.insert((conn, from));
     }
 
@@ -651,7 +672,9 @@ impl Net {
         if h.at > now || c.stalled[from as usize] {
             return None;
         }
-        Some(if h.fin {
+        Some(if h.reset {
+            Head::Reset
+        } else if h.fin {
             Head::Fin
         } else {
             Head::Data(&h.data)
@@ -700,6 +723,22 @@ impl Net {
             c.stalled[from as usize] = false;
         }
         self.busy.remove(&(conn, from));
+    }
+
+    /// A reset arrived: both sockets report ECONNRESET once and are no
+    /// longer connected; nothing more is in flight.
+    pub fn reset_conn(&mut self, conn: ConnId) {
+        if let Some(c) = self.conns.remove(&conn) {
+            for s in [Some(c.client), c.server].into_iter().flatten() {
+                if let Some(x) = self.socks.get_mut(&s) {
+                    x.reset_pending = true;
+                    x.conn = None;
+                    x.peer = None;
+                }
+            }
+            self.stats.resets += 1;
+        }
+        self.busy.retain(|&(c, _)| c != conn);
     }
 
     /// Both directions finished: the connection and its sockets are gone.
@@ -813,6 +852,11 @@ impl Net {
     pub fn active(&self) -> bool {
         !self.socks.is_empty()
     }
+}
+
+/// True with probability `p` (53 bits of the stream).
+fn chance(rng: &mut ChaCha20Rng, p: f64) -> bool {
+    ((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < p
 }
 
 /// The source address a socket bound to the unspecified address uses

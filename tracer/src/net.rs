@@ -469,6 +469,17 @@ impl NetKernel {
                 };
                 match net.head(c, from, now) {
                     None => break,
+                    Some(Head::Reset) => {
+                        // Closing our ends shows the guests EOF and EPIPE;
+                        // their next call reports ECONNRESET (handlers/net).
+                        net.reset_conn(c);
+                        for side in [Side::Client, Side::Server] {
+                            self.set_interest((c, side), false, false);
+                            self.ends.remove(&(c, side));
+                            self.eof.remove(&(c, side));
+                        }
+                        break;
+                    }
                     Some(Head::Fin) => {
                         // SAFETY: shutdown on our own end.
                         unsafe { libc::shutdown(fd, libc::SHUT_WR) };

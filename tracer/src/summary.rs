@@ -49,6 +49,7 @@ pub struct NetSummary {
     pub undeliverable: u64,
     pub retransmits: u64,
     pub held_by_partition: u64,
+    pub resets: u64,
     /// Addresses outside the sandbox the guest tried to reach (unreachable).
     pub external: Vec<String>,
 }
@@ -212,9 +213,9 @@ impl Summary {
         if let Some(n) = &self.network {
             let _ = writeln!(
                 s,
-                "  network (virtual)   {} connections ({} refused), {} datagrams ({} lost, {} cut by partitions, {} undeliverable), {} retransmits, {} held by partitions",
+                "  network (virtual)   {} connections ({} refused), {} datagrams ({} lost, {} cut by partitions, {} undeliverable), {} retransmits, {} held by partitions, {} resets",
                 n.connections, n.refused, n.datagrams, n.dropped_loss, n.dropped_partition,
-                n.undeliverable, n.retransmits, n.held_by_partition
+                n.undeliverable, n.retransmits, n.held_by_partition, n.resets
             );
             if !n.external.is_empty() {
                 let _ = writeln!(

@@ -473,6 +473,7 @@ impl Supervisor {
                 undeliverable: n.dropped_no_receiver,
                 retransmits: n.retransmits,
                 held_by_partition: n.held_by_partition,
+                resets: n.resets,
                 external: n.external.iter().map(|a| a.to_string()).collect(),
             });
         }

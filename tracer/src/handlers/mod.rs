@@ -122,8 +122,9 @@ fn route(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
         SYS_stat | SYS_lstat | SYS_fstat | SYS_newfstatat | SYS_statx | SYS_getdents64 => {
             fs::handle(s, tid, a, regs)
         }
-        SYS_recvfrom | SYS_recvmsg | SYS_recvmmsg | SYS_accept | SYS_accept4 | SYS_write
-        | SYS_writev | SYS_sendto | SYS_sendmsg | SYS_sendmmsg | SYS_connect
+        SYS_read | SYS_readv | SYS_recvfrom | SYS_recvmsg | SYS_recvmmsg | SYS_accept
+        | SYS_accept4 | SYS_write | SYS_writev | SYS_sendto | SYS_sendmsg | SYS_sendmmsg
+        | SYS_connect
             if !s.net.cookies.is_empty() =>
         {
             match net::intercept(s, tid, a, regs) {

@@ -118,13 +118,33 @@ fn is_v6(s: &Supervisor, id: SockId) -> bool {
 pub fn intercept(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Option<Out> {
     use libc::{
         SYS_accept, SYS_accept4, SYS_bind, SYS_connect, SYS_getpeername, SYS_getsockname,
-        SYS_getsockopt, SYS_listen, SYS_recvfrom, SYS_recvmmsg, SYS_recvmsg, SYS_sendmmsg,
-        SYS_sendmsg, SYS_sendto, SYS_setsockopt, SYS_write, SYS_writev, EBADF, ENOTCONN,
-        MSG_DONTWAIT, POLLIN,
+        SYS_getsockopt, SYS_listen, SYS_read, SYS_readv, SYS_recvfrom, SYS_recvmmsg, SYS_recvmsg,
+        SYS_sendmmsg, SYS_sendmsg, SYS_sendto, SYS_setsockopt, SYS_write, SYS_writev, EBADF,
+        ENOTCONN, MSG_DONTWAIT, POLLIN,
     };
     let x = a.a;
     let (id, f) = vsock(s, tid, x[0])?;
-    let proto = s.world.net.sock(id)?.proto;
+    let sk = s.world.net.sock(id)?;
+    let proto = sk.proto;
+    let io = matches!(
+        a.nr,
+        SYS_read
+            | SYS_readv
+            | SYS_recvfrom
+            | SYS_recvmsg
+            | SYS_recvmmsg
+            | SYS_write
+            | SYS_writev
+            | SYS_sendto
+            | SYS_sendmsg
+            | SYS_sendmmsg
+    );
+    if io && sk.reset_pending {
+        if let Some(x) = s.world.net.sock_mut(id) {
+            x.reset_pending = false;
+        }
+        return Some(err(libc::ECONNRESET));
+    }
     Some(match a.nr {
         SYS_bind => bind(s, tid, id, &f, x[1], x[2]),
         SYS_listen => listen(s, id, &f, x[1]),
