@@ -564,3 +564,31 @@ fn resets_are_seeded() {
         show(&clean)
     );
 }
+
+/// Under CPU load (a hog on every CPU), a chaos run of the echo cluster
+/// with faults is the same run as without load.
+#[test]
+fn echo_with_faults_is_identical_under_load() {
+    let bin = build_c("net_echo", false);
+    let bin = path_str(&bin);
+    let args = [
+        "--chaos",
+        "--seed",
+        "5",
+        "--net-latency",
+        "3ms",
+        "--net-jitter",
+        "2ms",
+        "--net-loss",
+        "10%",
+        "--",
+        bin,
+    ];
+    let quiet = detrun(&args);
+    check_echo(&quiet, "net_echo with faults");
+    let _hog = Hog::start();
+    for i in 0..3 {
+        let loaded = detrun(&args);
+        assert_same(&quiet, &loaded, &format!("net_echo under load, run {i}"));
+    }
+}
