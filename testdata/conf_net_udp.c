@@ -271,8 +271,11 @@ int main(void)
         errno = 0;
         n = send(a, "x", 1, 0);
         printf("send after disconnect: %s\n", n < 0 ? errname(errno) : "sent");
-        CHECK(sendto(c, "c again", 7, 0, (struct sockaddr *)&aa, sizeof aa) == 7);
-        show_recv(a, "unconnected a got");
+        /* (Linux also drops an unlocked port 0 binding here, so where a
+         * sends from now is not compared.) */
+        n = sendto(a, "unconnected", 11, 0, (struct sockaddr *)&ba, sizeof ba);
+        printf("sendto after disconnect: %zd\n", n);
+        show_recv(b, "b got");
     }
 
     /* An unbound socket's sendto binds it. */
@@ -323,7 +326,9 @@ int main(void)
         printf("send to dead port: %zd\n", n);
         struct pollfd p = {.fd = s, .events = POLLIN};
         int pr = poll(&p, 1, 2000);
-        printf("poll on dead peer: %d POLLERR %d\n", pr, (p.revents & POLLERR) != 0);
+        /* Linux reports POLLERR; detrun's virtual network makes the socket
+         * readable instead (README: the virtual network). Either wakes. */
+        printf("poll on dead peer: %d woken %d\n", pr, (p.revents & (POLLERR | POLLIN)) != 0);
         errno = 0;
         n = recv(s, buf, sizeof buf, MSG_DONTWAIT);
         printf("recv from dead peer: %s\n", n < 0 ? errname(errno) : "data");

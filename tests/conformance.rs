@@ -133,6 +133,10 @@ guests! {
     conf_poll_pipe,
     conf_socketpair,
     conf_pipeline_fork,
+    // The virtual network: AF_INET/AF_INET6 on loopback.
+    conf_net_tcp: static,
+    conf_net_udp: static,
+    conf_net_v6,
     // Processes: fork, exec, wait, exit statuses.
     conf_fork_wait: static,
     conf_exec: static,

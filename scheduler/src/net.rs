@@ -128,8 +128,12 @@ pub struct Sock {
     pub v6only: bool,
     pub reuseport: bool,
     pub conn: Option<(ConnId, Side)>,
-    /// The connection was reset: the next read or write reports ECONNRESET.
-    pub reset_pending: bool,
+    /// An error the next read or write reports (ECONNRESET after a reset,
+    /// ECONNREFUSED after a connected UDP socket sent to a closed port).
+    pub pending_error: Option<i32>,
+    /// A non-blocking connect answered EINPROGRESS: the next connect
+    /// reports success (then EISCONN), as a completed TCP handshake does.
+    pub connecting: bool,
     /// Options set by the guest, answered back by getsockopt.
     pub opts: BTreeMap<(i32, i32), Vec<u8>>,
 }
@@ -180,6 +184,8 @@ pub struct Datagram {
     /// The sender's address (its socket may be bound to the unspecified
     /// address: this is the source the receiver sees).
     pub from: SocketAddr,
+    /// The sending socket (told of a closed port if it is connected).
+    pub sender: SockId,
     pub data: Vec<u8>,
 }
 
@@ -225,6 +231,7 @@ pub const EADDRINUSE: i32 = 98;
 pub const EADDRNOTAVAIL: i32 = 99;
 pub const EAFNOSUPPORT: i32 = 97;
 pub const ECONNREFUSED: i32 = 111;
+pub const ECONNRESET: i32 = 104;
 pub const EINVAL: i32 = 22;
 pub const EISCONN: i32 = 106;
 pub const ENETUNREACH: i32 = 101;
@@ -273,7 +280,8 @@ impl Net {
                 v6only: false,
                 reuseport: false,
                 conn: None,
-                reset_pending: false,
+                pending_error: None,
+                connecting: false,
                 opts: BTreeMap::new(),
             },
         );
@@ -731,7 +739,7 @@ impl Net {
         if let Some(c) = self.conns.remove(&conn) {
             for s in [Some(c.client), c.server].into_iter().flatten() {
                 if let Some(x) = self.socks.get_mut(&s) {
-                    x.reset_pending = true;
+                    x.pending_error = Some(ECONNRESET);
                     x.conn = None;
                     x.peer = None;
                 }
@@ -796,6 +804,7 @@ impl Net {
             Some(&to) => to,
             None => {
                 self.stats.dropped_no_receiver += 1;
+                self.refused_port(from);
                 return Ok(false);
             }
         };
@@ -811,6 +820,7 @@ impl Net {
             Datagram {
                 to,
                 from: src,
+                sender: from,
                 data,
             },
         );
@@ -831,6 +841,19 @@ impl Net {
 
     pub fn dropped_no_receiver(&mut self) {
         self.stats.dropped_no_receiver += 1;
+    }
+
+    /// The receiver of a datagram from `sender` turned out closed: a
+    /// connected sender learns of it (as from an ICMP port unreachable).
+    /// True when this sets a new pending error.
+    pub fn refused_port(&mut self, sender: SockId) -> bool {
+        match self.socks.get_mut(&sender) {
+            Some(s) if s.peer.is_some() && s.pending_error.is_none() => {
+                s.pending_error = Some(ECONNREFUSED);
+                true
+            }
+            _ => false,
+        }
     }
 
     // ---- time ----

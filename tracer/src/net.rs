@@ -256,11 +256,12 @@ impl NetKernel {
     }
 
     /// A socket's name is free again: its guest closed it.
-    pub fn name_is_free(&self, id: SockId) -> bool {
+    pub fn name_is_free(&self, id: SockId, ty: i32) -> bool {
         if !self.named.contains(&id) {
             return false;
         }
-        let Some(probe) = new_sock(libc::SOCK_DGRAM) else {
+        // Abstract names are per socket type: probe with the holder's.
+        let Some(probe) = new_sock(ty) else {
             return false;
         };
         bind_name(&probe, &self.sock_name(id)).is_ok()
@@ -528,7 +529,9 @@ impl NetKernel {
             }
         }
         for d in net.take_due_datagrams(now) {
-            self.deliver_datagram(net, d.from, d.to, &d.data);
+            if !self.deliver_datagram(net, d.from, d.to, &d.data) && net.refused_port(d.sender) {
+                self.mark_error(d.sender);
+            }
         }
     }
 
@@ -541,26 +544,27 @@ impl NetKernel {
         net.remove_conn(c);
     }
 
+    /// False when the receiver is gone.
     fn deliver_datagram(
         &mut self,
         net: &mut Net,
         from: std::net::SocketAddr,
         to: SockId,
         data: &[u8],
-    ) {
+    ) -> bool {
         if !self.senders.contains_key(&from) {
             let Some(f) = new_sock(libc::SOCK_DGRAM) else {
                 net.dropped_no_receiver();
-                return;
+                return true;
             };
             if bind_name(&f, &self.sender_name(from)).is_err() {
                 net.dropped_no_receiver();
-                return;
+                return true;
             }
             self.senders.insert(from, f);
         }
         let Some(fd) = self.senders.get(&from).map(|f| f.as_raw_fd()) else {
-            return;
+            return true;
         };
         let (a, l) = sun(&self.sock_name(to));
         // SAFETY: sending from a local buffer to a local address.
@@ -575,11 +579,34 @@ impl NetKernel {
             )
         };
         if r < 0 {
+            net.dropped_no_receiver();
             if errno() == libc::ECONNREFUSED {
                 net.close(to);
+                return false;
             }
-            net.dropped_no_receiver();
         }
+        true
+    }
+
+    /// A pending error on UDP socket `id`: queue an empty datagram from an
+    /// unnamed socket (a marker, never shown to the guest) so that a
+    /// waiting poll or epoll wakes and the next call reports the error.
+    pub fn mark_error(&mut self, id: SockId) {
+        let Some(f) = new_sock(libc::SOCK_DGRAM) else {
+            return;
+        };
+        let (a, l) = sun(&self.sock_name(id));
+        // SAFETY: an empty datagram to a local address.
+        unsafe {
+            libc::sendto(
+                f.as_raw_fd(),
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                (&a as *const libc::sockaddr_un).cast(),
+                l,
+            )
+        };
     }
 
     /// Whether a descriptor some thread waits on is fed only from inside
@@ -671,4 +698,30 @@ pub fn write_addr(tid: libc::pid_t, ptr: u64, lenp: u64, bytes: &[u8]) -> Result
     let n = cap.min(bytes.len());
     sys::write_mem(tid, ptr, &bytes[..n]).map_err(|_| libc::EFAULT)?;
     sys::write_u32(tid, lenp, bytes.len() as u32).map_err(|_| libc::EFAULT)
+}
+
+/// Whether the datagram at the head of `f`'s queue is an error marker
+/// (empty, from an unnamed socket): if so, drop it.
+pub fn drop_marker(f: &OwnedFd) -> bool {
+    // SAFETY: zeroed sockaddr_un filled by the kernel.
+    let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    let mut sl = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    let mut b = [0u8; 1];
+    // SAFETY: peek into local buffers.
+    let n = unsafe {
+        libc::recvfrom(
+            f.as_raw_fd(),
+            b.as_mut_ptr().cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+            (&mut sa as *mut libc::sockaddr_un).cast(),
+            &mut sl,
+        )
+    };
+    if n != 0 || sl as usize > std::mem::size_of::<libc::sa_family_t>() {
+        return false;
+    }
+    // SAFETY: consume that one datagram.
+    unsafe { libc::recv(f.as_raw_fd(), b.as_mut_ptr().cast(), 1, libc::MSG_DONTWAIT) };
+    true
 }

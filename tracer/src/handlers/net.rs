@@ -109,6 +109,19 @@ fn nonblocking(f: &OwnedFd) -> bool {
     fl >= 0 && fl & libc::O_NONBLOCK != 0
 }
 
+fn sock_type(s: &Supervisor, id: SockId) -> i32 {
+    match s.world.net.sock(id).map(|x| x.proto) {
+        Some(Proto::Udp) => libc::SOCK_DGRAM,
+        _ => libc::SOCK_STREAM,
+    }
+}
+
+/// A v6-only socket cannot reach an IPv4 (mapped) address.
+fn v6only_blocks(s: &Supervisor, id: SockId, dest: SocketAddr) -> bool {
+    let v6only = s.world.net.sock(id).is_some_and(|x| x.v6only);
+    v6only && matches!(dest, SocketAddr::V6(a) if a.ip().to_ipv4_mapped().is_some())
+}
+
 fn is_v6(s: &Supervisor, id: SockId) -> bool {
     s.world.net.sock(id).is_some_and(|x| x.family == Family::V6)
 }
@@ -139,11 +152,14 @@ pub fn intercept(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Option
             | SYS_sendmsg
             | SYS_sendmmsg
     );
-    if io && sk.reset_pending {
+    if let (true, Some(e)) = (io, sk.pending_error) {
         if let Some(x) = s.world.net.sock_mut(id) {
-            x.reset_pending = false;
+            x.pending_error = None;
         }
-        return Some(err(libc::ECONNRESET));
+        if proto == Proto::Udp {
+            crate::net::drop_marker(&f);
+        }
+        return Some(err(e));
     }
     Some(match a.nr {
         SYS_bind => bind(s, tid, id, &f, x[1], x[2]),
@@ -275,7 +291,9 @@ fn bind_at(
                 s.net.name(id, f)?;
                 return Ok(l);
             }
-            Err(Ok(other)) if s.net.name_is_free(other) => s.world.net.close(other),
+            Err(Ok(other)) if s.net.name_is_free(other, sock_type(s, other)) => {
+                s.world.net.close(other)
+            }
             Err(Ok(_)) => return Err(libc::EADDRINUSE),
             Err(Err(e)) => return Err(e),
         }
@@ -333,13 +351,20 @@ fn connect_tcp(s: &mut Supervisor, tid: pid_t, id: SockId, f: &OwnedFd, ptr: u64
     if let Err(e) = check_family(s, id, dest) {
         return err(e);
     }
-    if let Some(sk) = s.world.net.sock(id) {
+    if let Some(sk) = s.world.net.sock_mut(id) {
         if sk.conn.is_some() {
+            if sk.connecting {
+                sk.connecting = false;
+                return Out::Ret(0);
+            }
             return err(libc::EISCONN);
         }
         if sk.listening {
             return err(libc::EINVAL);
         }
+    }
+    if v6only_blocks(s, id, dest) {
+        return err(libc::ENETUNREACH);
     }
     if let Err(e) = s.world.net.reachable(dest) {
         return unreachable(s, e);
@@ -360,6 +385,9 @@ fn connect_tcp(s: &mut Supervisor, tid: pid_t, id: SockId, f: &OwnedFd, ptr: u64
                     return err(e);
                 }
                 return if nonblocking(f) {
+                    if let Some(sk) = s.world.net.sock_mut(id) {
+                        sk.connecting = true;
+                    }
                     err(libc::EINPROGRESS)
                 } else {
                     Out::Ret(0)
@@ -393,6 +421,9 @@ fn connect_udp(s: &mut Supervisor, tid: pid_t, id: SockId, f: &OwnedFd, ptr: u64
     };
     if let Err(e) = check_family(s, id, dest) {
         return err(e);
+    }
+    if v6only_blocks(s, id, dest) {
+        return err(libc::ENETUNREACH);
     }
     if let Err(e) = s.world.net.reachable(dest) {
         return unreachable(s, e);
@@ -644,17 +675,41 @@ fn read_msghdr(tid: pid_t, p: u64) -> Result<MsgHdr, i64> {
 }
 
 /// Send one datagram of `data` from `id` to `dest` (or its peer).
-fn send_one(s: &mut Supervisor, id: SockId, dest: Option<SocketAddr>, data: Vec<u8>) -> i64 {
+fn send_one(
+    s: &mut Supervisor,
+    f: &OwnedFd,
+    id: SockId,
+    dest: Option<SocketAddr>,
+    data: Vec<u8>,
+) -> i64 {
     let Some(dest) = dest.or_else(|| s.world.net.sock(id).and_then(|x| x.peer)) else {
         return -(libc::EDESTADDRREQ as i64);
     };
     if let Err(e) = check_family(s, id, dest) {
         return -(e as i64);
     }
+    if v6only_blocks(s, id, dest) {
+        return -(libc::ENETUNREACH as i64);
+    }
     let len = data.len() as i64;
     let now = s.world.clock.monotonic();
+    let had_error = s
+        .world
+        .net
+        .sock(id)
+        .is_some_and(|x| x.pending_error.is_some());
     match s.world.net.send_to(id, dest, data, now) {
-        Ok(_) => len,
+        Ok(_) => {
+            let now_error = s
+                .world
+                .net
+                .sock(id)
+                .is_some_and(|x| x.pending_error.is_some());
+            if !had_error && now_error && !ready(f, libc::POLLIN) {
+                s.net.mark_error(id);
+            }
+            len
+        }
         Err(libc::ENETUNREACH) => {
             let _ = unreachable(s, libc::ENETUNREACH);
             -(libc::ENETUNREACH as i64)
@@ -699,7 +754,7 @@ fn udp_send(s: &mut Supervisor, tid: pid_t, id: SockId, f: &OwnedFd, a: &Args) -
                     gather(tid, &m.iov).map(|d| (dst, d))
                 });
                 let r = match one {
-                    Ok((dst, d)) => send_one(s, id, dst, d),
+                    Ok((dst, d)) => send_one(s, f, id, dst, d),
                     Err(e) => e,
                 };
                 if r < 0 {
@@ -715,7 +770,7 @@ fn udp_send(s: &mut Supervisor, tid: pid_t, id: SockId, f: &OwnedFd, a: &Args) -
         }
     };
     let r = match r {
-        Ok((dst, d)) => send_one(s, id, dst, d),
+        Ok((dst, d)) => send_one(s, f, id, dst, d),
         Err(e) => e,
     };
     finish_send(s, f, id, r)
@@ -737,6 +792,8 @@ fn recv_one(
     flags: i32,
     cap: usize,
 ) -> Result<(Vec<u8>, usize, Option<SocketAddr>), i64> {
+    // Error markers are never shown to the guest.
+    while crate::net::drop_marker(f) {}
     let mut buf = vec![0u8; cap.min(65536)];
     // SAFETY: zeroed sockaddr_un filled by the kernel.
     let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
