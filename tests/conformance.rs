@@ -137,6 +137,7 @@ guests! {
     conf_net_tcp: static,
     conf_net_udp: static,
     conf_net_v6,
+    conf_net_badptr: static,
     // Processes: fork, exec, wait, exit statuses.
     conf_fork_wait: static,
     conf_exec: static,

@@ -723,6 +723,8 @@ fn dest_of(tid: pid_t, ptr: u64, len: u64) -> Result<Option<SocketAddr>, i64> {
         return Ok(None);
     }
     match read_addr(tid, ptr, len) {
+        // UDP cannot send to port 0 (checked before the data is read).
+        Ok(Some(a)) if a.port() == 0 => Err(EINVAL),
         Ok(a) => Ok(a),
         Err(e) => Err(-(e as i64)),
     }
