@@ -12,6 +12,7 @@ trap 'rm -rf "$work"' EXIT
 head -c 2000000 /dev/urandom > "$work/data"
 gcc -O2 -pthread -o "$work/mutex4" bench/mutex4.c
 gcc -O2 -o "$work/syscalls" bench/syscalls.c
+gcc -O2 -o "$work/tcp" bench/tcp.c
 
 workloads=(
   "true"
@@ -21,6 +22,8 @@ workloads=(
   "python3 -c 'import json, email, http.client'"
   "$work/mutex4"
   "$work/syscalls 1000000"
+  "$work/tcp stream 64"
+  "$work/tcp pingpong 1000"
 )
 
 now() { date +%s%N; }
