@@ -592,3 +592,120 @@ fn echo_with_faults_is_identical_under_load() {
         assert_same(&quiet, &loaded, &format!("net_echo under load, run {i}"));
     }
 }
+
+/// Build testdata/go_net_guest with `go build`, as the scheduler tests build
+/// testdata/go_guest.
+fn build_go_net_guest() -> PathBuf {
+    let out = guest_dir().join("go_net_guest");
+    let o = Command::new("go")
+        .args(["build", "-buildvcs=false", "-o"])
+        .arg(&out)
+        .arg(".")
+        .current_dir(root().join("testdata/go_net_guest"))
+        .output()
+        .expect("`go` must be installed to test the Go guest (apt-get install golang-go)");
+    assert!(
+        o.status.success(),
+        "go build of testdata/go_net_guest failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+/// A Go net/http server and http.Client in one process (20 sequential and
+/// 10 concurrent GETs from goroutines), a TCP echo through net.Dial and a
+/// UDP exchange through net.ListenUDP / net.DialUDP: the same on every run.
+#[test]
+fn go_http_server_and_client() {
+    let bin = build_go_net_guest();
+    let o = same_runs(5, &["--seed", "3", "--", path_str(&bin)], "go_net_guest");
+    let out = stdout(&o);
+    let responses: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("response: "))
+        .collect();
+    let mut want: Vec<String> = (0..10)
+        .map(|i| format!("conc 200 item c{i:02} ok"))
+        .chain((0..20).map(|i| format!("seq 200 item s{i:02} ok")))
+        .collect();
+    want.sort();
+    assert_eq!(responses, want, "{}", show(&o));
+    assert!(out.contains("responses: 30\n"), "{}", show(&o));
+    assert!(out.contains("total body bytes: 330\n"), "{}", show(&o));
+    for i in 0..5 {
+        assert!(
+            out.contains(&format!("tcp echo: tcp line {i}\n")),
+            "{}",
+            show(&o)
+        );
+        assert!(
+            out.contains(&format!("udp: pong ping {i}\n")),
+            "{}",
+            show(&o)
+        );
+    }
+    assert!(out.contains("tcp server echoed 55 bytes\n"), "{}", show(&o));
+    assert_eq!(out.lines().last(), Some("done"), "{}", show(&o));
+}
+
+/// Checks of one net_asyncio transcript that hold on any schedule.
+fn check_asyncio(o: &Output, what: &str) {
+    assert_eq!(code(o), 0, "{what}:\n{}", show(o));
+    let out = stdout(o);
+    for k in 0..5 {
+        assert!(
+            out.contains(&format!("client {k}: 10 echoes, 50 bytes, 0 after eof\n")),
+            "{what}: client {k}:\n{}",
+            show(o)
+        );
+    }
+    assert!(out.contains("timeout ok\n"), "{what}:\n{}", show(o));
+    assert!(out.contains("server lines: 50\n"), "{what}:\n{}", show(o));
+    let order = out
+        .lines()
+        .find_map(|l| l.strip_prefix("server order: "))
+        .unwrap_or_else(|| panic!("{what}: no server order:\n{out}"));
+    let seen: BTreeSet<&str> = order.split(' ').collect();
+    assert_eq!(seen.len(), 50, "{what}: server order {order:?}");
+    for i in 0..5 {
+        assert!(
+            out.contains(&format!("udp: pong ping {i}\n")),
+            "{what}:\n{}",
+            show(o)
+        );
+    }
+    assert_eq!(out.lines().last(), Some("done"), "{what}:\n{out}");
+}
+
+/// Python asyncio: start_server and 5 concurrent open_connection clients,
+/// wait_for timing out on a silent read (virtual time), a datagram endpoint
+/// ping-pong. One transcript per seed; every chaos seed is a correct run.
+#[test]
+fn python_asyncio_network() {
+    let py = testdata("net_asyncio.py");
+    let o = same_runs(
+        5,
+        &["--seed", "2", "--", "python3", &py],
+        "net_asyncio.py --seed 2",
+    );
+    check_asyncio(&o, "net_asyncio.py --seed 2");
+    // The chaos runs are independent: four at a time.
+    for batch in [1..=4, 5..=8] {
+        std::thread::scope(|sc| {
+            let runs: Vec<_> = batch
+                .map(|s| {
+                    let py = &py;
+                    sc.spawn(move || {
+                        let seed = s.to_string();
+                        let c = detrun(&["--chaos", "--seed", &seed, "--", "python3", py]);
+                        (s, c)
+                    })
+                })
+                .collect();
+            for r in runs {
+                let (s, c) = r.join().expect("chaos run");
+                check_asyncio(&c, &format!("net_asyncio.py --chaos --seed {s}"));
+            }
+        });
+    }
+}

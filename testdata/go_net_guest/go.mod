@@ -1,0 +1,3 @@
+module gonetguest
+
+go 1.19
