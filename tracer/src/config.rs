@@ -54,6 +54,8 @@ pub struct RunConfig {
     pub net_host: bool,
     /// The virtual network's faults and hosts.
     pub net: detrun_scheduler::net::NetConfig,
+    /// Answer time calls in the tracee from the shared clock page.
+    pub fast_time: bool,
 }
 
 impl Default for RunConfig {
@@ -87,6 +89,7 @@ impl Default for RunConfig {
             files_dir: None,
             net_host: false,
             net: Default::default(),
+            fast_time: true,
         }
     }
 }

@@ -100,6 +100,7 @@ fn fix_auxv(s: &mut Supervisor, tid: pid_t, p: detrun_scheduler::ProcId) {
         }
     }
     a += 8;
+    let mut vdso: Option<(u64, u64)> = None; // (auxv slot, vDSO base)
     for _ in 0..64 {
         let (Ok(typ), Ok(val)) = (sys::read_u64(tid, a), sys::read_u64(tid, a + 8)) else {
             return;
@@ -110,7 +111,7 @@ fn fix_auxv(s: &mut Supervisor, tid: pid_t, p: detrun_scheduler::ProcId) {
                 if s.vdso_syscall.is_none() {
                     s.vdso_syscall = find_syscall_insn(tid, val);
                 }
-                let _ = sys::write_u64(tid, a, AT_IGNORE);
+                vdso = Some((a, val));
             }
             AT_RANDOM => {
                 let bytes = s.world.at_random(p);
@@ -119,6 +120,16 @@ fn fix_auxv(s: &mut Supervisor, tid: pid_t, p: detrun_scheduler::ProcId) {
             _ => {}
         }
         a += 16;
+    }
+    if let Some((slot, base)) = vdso {
+        // Answer time calls in the tracee, or hide the vDSO so they trap.
+        let fast = match s.vdso_syscall {
+            Some(insn) => crate::vdso::install(s, tid, base, insn),
+            None => false,
+        };
+        if !fast {
+            let _ = sys::write_u64(tid, slot, AT_IGNORE);
+        }
     }
 }
 

@@ -16,6 +16,7 @@ pub mod supervisor;
 pub mod sys;
 pub mod sysnames;
 pub mod trace;
+pub mod vdso;
 pub mod vfiles;
 
 pub use config::RunConfig;

@@ -25,6 +25,8 @@ pub struct Summary {
     pub rdtsc: u64,
     pub cpuid: u64,
     pub signals_delivered: u64,
+    /// Time calls answered inside the tracee (no stop).
+    pub fast_time_calls: u64,
     pub insn_preemptions: u64,
     pub single_steps: u64,
     pub breakpoint_hits: u64,
@@ -60,6 +62,8 @@ pub struct Stats {
     pub rdtsc: u64,
     pub cpuid: u64,
     pub signals: u64,
+    /// Time calls the in-tracee stubs answered.
+    pub fast_time_calls: u64,
     pub insn_preemptions: u64,
     pub single_steps: u64,
     pub breakpoint_hits: u64,
@@ -76,6 +80,7 @@ impl Default for Stats {
             rdtsc: 0,
             cpuid: 0,
             signals: 0,
+            fast_time_calls: 0,
             insn_preemptions: 0,
             single_steps: 0,
             breakpoint_hits: 0,
@@ -136,6 +141,7 @@ impl Stats {
             rdtsc: self.rdtsc,
             cpuid: self.cpuid,
             signals_delivered: self.signals,
+            fast_time_calls: self.fast_time_calls,
             insn_preemptions: self.insn_preemptions,
             single_steps: self.single_steps,
             breakpoint_hits: self.breakpoint_hits,
@@ -179,8 +185,8 @@ impl Summary {
         );
         let _ = writeln!(
             s,
-            "  intercepted         {} syscalls, {} rdtsc, {} cpuid, {} signals",
-            self.syscalls_intercepted, self.rdtsc, self.cpuid, self.signals_delivered
+            "  intercepted         {} syscalls, {} rdtsc, {} cpuid, {} signals; {} time calls answered in the tracee",
+            self.syscalls_intercepted, self.rdtsc, self.cpuid, self.signals_delivered, self.fast_time_calls
         );
         let _ = writeln!(
             s,

@@ -286,6 +286,8 @@ pub struct Supervisor {
     pub dirs: BTreeMap<(u64, u64), Vec<crate::handlers::fs::Dirent>>,
     /// The kernel side of the virtual network.
     pub net: crate::net::NetKernel,
+    /// The page the time fast path answers from (None: time calls trap).
+    pub clock_page: Option<crate::vdso::ClockPage>,
 }
 
 impl Supervisor {
@@ -356,6 +358,7 @@ impl Supervisor {
             proc_files: 0,
             timed_out: false,
             net: crate::net::NetKernel::new(None),
+            clock_page: None,
         }
     }
 
@@ -376,6 +379,9 @@ impl Supervisor {
         }
         let files = crate::vfiles::FilesDir::create(&self.cfg)?;
         self.cfg.files_dir = Some(files.path().to_path_buf());
+        if self.cfg.fast_time {
+            self.clock_page = crate::vdso::ClockPage::create(files.path(), &self.world.clock);
+        }
         let sp = crate::spawn::spawn(&self.cfg, &bpf)?;
         self.namespaces = sp.namespaces;
         if !sp.namespaces {
@@ -779,8 +785,8 @@ impl Supervisor {
                 self.continue_running(tid);
                 return;
             }
-            Resume::Cont(sig) => sys::cont(tid, sig),
-            Resume::PassReal => sys::cont(tid, 0),
+            Resume::Cont(sig) => self.cont(tid, sig),
+            Resume::PassReal => self.cont(tid, 0),
             Resume::Redo => {
                 self.on_syscall(tid, true);
                 return;
@@ -791,9 +797,9 @@ impl Supervisor {
                     Some(mut r) => {
                         r.rip -= 2;
                         r.rax = r.orig_rax;
-                        sys::set_regs(tid, &r).and_then(|_| sys::cont(tid, 0))
+                        sys::set_regs(tid, &r).and_then(|_| self.cont(tid, 0))
                     }
-                    None => sys::cont(tid, 0),
+                    None => self.cont(tid, 0),
                 }
             }
             Resume::Return(v) => match sys::get_regs(tid) {
@@ -802,7 +808,7 @@ impl Supervisor {
                         r.orig_rax = u64::MAX;
                     }
                     r.rax = v as u64;
-                    sys::set_regs(tid, &r).and_then(|_| sys::cont(tid, 0))
+                    sys::set_regs(tid, &r).and_then(|_| self.cont(tid, 0))
                 }
                 Err(e) => Err(e),
             },
@@ -811,9 +817,9 @@ impl Supervisor {
                 match saved {
                     Some(mut r) => {
                         r.rax = (-code) as u64;
-                        sys::set_regs(tid, &r).and_then(|_| sys::cont(tid, 0))
+                        sys::set_regs(tid, &r).and_then(|_| self.cont(tid, 0))
                     }
-                    None => sys::cont(tid, 0),
+                    None => self.cont(tid, 0),
                 }
             }
         };
@@ -876,12 +882,35 @@ impl Supervisor {
             self.step_preempt(tid, p);
             return;
         }
-        if let Err(_e) = sys::cont(tid, 0) {
+        if let Err(_e) = self.cont(tid, 0) {
             // Died under us; the death event follows.
         }
     }
 
     /// Wait for the next stop of `tid` (retrying EINTR).
+    /// Resume a tracee (the clock page first: it may read the time).
+    pub fn cont(&self, tid: pid_t, sig: i32) -> std::io::Result<()> {
+        self.publish_clock();
+        sys::cont(tid, sig)
+    }
+
+    pub fn resume_syscall(&self, tid: pid_t, sig: i32) -> std::io::Result<()> {
+        self.publish_clock();
+        sys::syscall(tid, sig)
+    }
+
+    pub fn step(&self, tid: pid_t) -> std::io::Result<()> {
+        self.publish_clock();
+        sys::singlestep(tid)
+    }
+
+    /// Wait for `tid`'s next stop and take in the time it spent.
+    fn wait_stop(&mut self, tid: pid_t) -> Option<i32> {
+        let st = Self::wait_tid(tid);
+        self.absorb_clock();
+        st
+    }
+
     fn wait_tid(tid: pid_t) -> Option<i32> {
         loop {
             match sys::wait_pid(tid, 0) {
@@ -937,10 +966,10 @@ impl Supervisor {
         let mut resume = Resume::Cont(0);
         let mut ended = false;
         while done < p.steps {
-            if sys::singlestep(tid).is_err() {
+            if self.step(tid).is_err() {
                 return;
             }
-            let Some(st) = Self::wait_tid(tid) else {
+            let Some(st) = self.wait_stop(tid) else {
                 return;
             };
             match self.point_stop(tid, st, true) {
@@ -991,11 +1020,11 @@ impl Supervisor {
         let arm = |on: bool| sys::write_mem(tid, addr, if on { &[0xCC] } else { &orig }).is_ok();
         let mut seen = 0u32;
         loop {
-            if !arm(true) || sys::cont(tid, 0).is_err() {
+            if !arm(true) || self.cont(tid, 0).is_err() {
                 arm(false);
                 return Err(());
             }
-            let Some(st) = Self::wait_tid(tid) else {
+            let Some(st) = self.wait_stop(tid) else {
                 return Err(());
             };
             arm(false);
@@ -1024,10 +1053,10 @@ impl Supervisor {
                 return Ok((seen, Resume::Cont(0)));
             }
             // Execute it once without the breakpoint, then re-arm.
-            if sys::singlestep(tid).is_err() {
+            if self.step(tid).is_err() {
                 return Err(());
             }
-            let Some(st) = Self::wait_tid(tid) else {
+            let Some(st) = self.wait_stop(tid) else {
                 return Err(());
             };
             if let Some(end) = self.point_stop(tid, st, true) {
@@ -1211,6 +1240,7 @@ impl Supervisor {
     }
 
     fn on_stop(&mut self, tid: pid_t, st: i32) {
+        self.absorb_clock();
         if self.cfg.debug {
             eprintln!(
                 "[detrun] stop tid={tid} status={st:#x} running={:?}",
@@ -1238,7 +1268,7 @@ impl Supervisor {
             (libc::SIGTRAP, libc::PTRACE_EVENT_SECCOMP) if self.in_kernel.contains_key(&tid) => {
                 // The restart of a call already handled, left to block in
                 // the kernel: let it run to its exit stop.
-                let _ = sys::syscall(tid, 0);
+                let _ = self.resume_syscall(tid, 0);
             }
             (libc::SIGTRAP, libc::PTRACE_EVENT_SECCOMP) => {
                 if let Some(t) = self.threads.get_mut(&tid) {
@@ -1272,7 +1302,7 @@ impl Supervisor {
     fn kernel_syscall_stop(&mut self, tid: pid_t) {
         let entry = sys::syscall_op(tid) == Some(1);
         if entry {
-            let _ = sys::syscall(tid, 0);
+            let _ = self.resume_syscall(tid, 0);
             return;
         }
         self.in_kernel.remove(&tid);
@@ -1292,11 +1322,11 @@ impl Supervisor {
             libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
         ) && self.running != Some(tid)
         {
-            let _ = sys::cont(tid, 0);
+            let _ = self.cont(tid, 0);
             return;
         }
         if self.running != Some(tid) {
-            let _ = sys::cont(tid, 0);
+            let _ = self.cont(tid, 0);
             return;
         }
         // The watchdog interrupted the running thread.
@@ -1312,7 +1342,7 @@ impl Supervisor {
             );
             self.park(tid, Park::Kernel, Wait::Io, None, nr);
             self.in_kernel.insert(tid, false);
-            let _ = sys::syscall(tid, 0);
+            let _ = self.resume_syscall(tid, 0);
         } else {
             self.yield_running(tid, Resume::Cont(0));
             // Nobody else could run: the spinner used up the time until the
@@ -1371,7 +1401,7 @@ impl Supervisor {
 
     fn on_exit_event(&mut self, tid: pid_t) {
         let Some(t) = self.threads.get(&tid) else {
-            let _ = sys::cont(tid, 0);
+            let _ = self.cont(tid, 0);
             return;
         };
         let p = t.proc;
@@ -1397,7 +1427,7 @@ impl Supervisor {
                 self.running = None;
             }
         }
-        let _ = sys::cont(tid, 0);
+        let _ = self.cont(tid, 0);
     }
 
     fn on_vfork_done(&mut self, tid: pid_t) {
@@ -1532,7 +1562,7 @@ impl Supervisor {
                     if libc::WIFEXITED(st) || libc::WIFSIGNALED(st) {
                         self.on_death(tid, st);
                     } else {
-                        let _ = sys::cont(tid, 0);
+                        let _ = self.cont(tid, 0);
                     }
                 }
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,

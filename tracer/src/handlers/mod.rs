@@ -219,7 +219,7 @@ fn apply(s: &mut Supervisor, tid: pid_t, nr: i64, out: Out, mut regs: Regs) {
             if let Some(t) = s.threads.get_mut(&tid) {
                 t.post = post;
             }
-            let _ = sys::syscall(tid, 0);
+            let _ = s.resume_syscall(tid, 0);
         }
         Out::Park(p, w, d) => s.park(tid, p, w, d, nr),
         Out::Yield(v) => {

@@ -151,7 +151,7 @@ pub fn wait_exit(
 /// PTRACE_EVENT_CLONE/FORK/VFORK of the running thread `tid`.
 pub fn on_clone_event(s: &mut Supervisor, tid: pid_t, event: i32) {
     let Ok(child) = sys::event_msg(tid).map(|m| m as pid_t) else {
-        let _ = sys::cont(tid, 0);
+        let _ = s.cont(tid, 0);
         return;
     };
     let Some(parent) = s.threads.get_mut(&tid) else {
@@ -189,7 +189,7 @@ pub fn on_clone_event(s: &mut Supervisor, tid: pid_t, event: i32) {
         // The parent waits in the kernel until the child execs or exits;
         // it does not hold the turn meanwhile.
         s.park(tid, Park::Vfork, Wait::Vfork, None, libc::SYS_vfork);
-        let _ = sys::cont(tid, 0);
+        let _ = s.cont(tid, 0);
         return;
     }
     s.continue_running(tid);

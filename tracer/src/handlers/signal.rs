@@ -122,7 +122,7 @@ impl Supervisor {
                         self.death(v, st)
                     }
                     Ok(_) => {
-                        let _ = sys::cont(v, 0);
+                        let _ = self.cont(v, 0);
                     }
                     Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
                     Err(_) => break,
@@ -156,8 +156,8 @@ pub fn on_signal(s: &mut Supervisor, tid: pid_t, sig: i32) {
             let ds = s.world.fire_due();
             s.deliver_timers(ds);
         }
-        let _ = sys::cont(tid, sig);
+        let _ = s.cont(tid, sig);
     } else {
-        let _ = sys::cont(tid, sig);
+        let _ = s.cont(tid, sig);
     }
 }

@@ -1,0 +1,287 @@
+//! The time fast path (see the `detrun_shim` crate): the shared clock page
+//! and, at each exec, mapping it into the new image and patching the vDSO.
+//!
+//! If any step fails for an image, its vDSO is hidden instead
+//! (`AT_SYSINFO_EHDR` becomes `AT_IGNORE`), and libc traps every time call.
+
+use crate::supervisor::Supervisor;
+use crate::sys;
+use detrun_shim as shim;
+use libc::pid_t;
+use std::os::fd::AsRawFd;
+
+/// How many calls the stubs may answer between two stops (bounds the wall
+/// time a thread can spend reading the clock without the supervisor).
+const CALLS_PER_STOP: u64 = 4096;
+
+/// The supervisor's mapping of the file every tracee maps at
+/// [`shim::DATA_ADDR`].
+pub struct ClockPage {
+    base: *mut u64,
+    pub path: std::path::PathBuf,
+}
+
+impl ClockPage {
+    pub fn create(dir: &std::path::Path, clock: &detrun_scheduler::Clock) -> Option<ClockPage> {
+        let path = dir.join("clock");
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .ok()?;
+        f.set_len(shim::FILE_SIZE as u64).ok()?;
+        // SAFETY: a shared mapping of a file we just sized.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                shim::FILE_SIZE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        let page = ClockPage {
+            base: p.cast(),
+            path,
+        };
+        let code = shim::code_page();
+        // SAFETY: the second page of our mapping.
+        unsafe { std::ptr::copy_nonoverlapping(code.as_ptr(), p.cast::<u8>().add(4096), 4096) };
+        let real = clock.realtime().wrapping_sub(clock.monotonic());
+        for id in 0..8 {
+            let off = match id {
+                0 | 5 => real,      // REALTIME, REALTIME_COARSE
+                1 | 4 | 6 | 7 => 0, // MONOTONIC, _RAW, _COARSE, BOOTTIME
+                _ => u64::MAX,      // CPU clocks: trapped
+            };
+            page.set(shim::OFFSETS + id, off);
+        }
+        page.set(shim::COST, clock.event_cost);
+        Some(page)
+    }
+
+    fn set(&self, slot: usize, v: u64) {
+        // SAFETY: slot < 512 lies in the data page; volatile because the
+        // tracees write it too.
+        unsafe { self.base.add(slot).write_volatile(v) }
+    }
+
+    fn get(&self, slot: usize) -> u64 {
+        // SAFETY: as in `set`.
+        unsafe { self.base.add(slot).read_volatile() }
+    }
+
+    /// Before a tracee runs: the clock and how far the stubs may take it.
+    pub fn publish(&self, mono: u64, limit: u64) {
+        self.set(shim::MONO, mono);
+        self.set(shim::LIMIT, limit);
+    }
+
+    /// At a stop: where the stubs took the clock, and how many calls they
+    /// answered since the last look.
+    pub fn absorb(&self) -> (u64, u64) {
+        let calls = self.get(shim::CALLS);
+        if calls != 0 {
+            self.set(shim::CALLS, 0);
+        }
+        (self.get(shim::MONO), calls)
+    }
+}
+
+impl Drop for ClockPage {
+    fn drop(&mut self) {
+        // SAFETY: unmapping our own mapping.
+        unsafe { libc::munmap(self.base.cast(), shim::FILE_SIZE) };
+    }
+}
+
+impl Supervisor {
+    /// Write the clock into the shared page before resuming a tracee.
+    pub fn publish_clock(&self) {
+        if let Some(p) = &self.clock_page {
+            let mono = self.world.clock.monotonic();
+            let bound =
+                mono.saturating_add(self.world.clock.event_cost.saturating_mul(CALLS_PER_STOP));
+            let mut limit = bound;
+            if let Some(d) = self.world.next_deadline() {
+                limit = limit.min(d);
+            }
+            if let Some(d) = self.world.net.next_due() {
+                limit = limit.min(d);
+            }
+            p.publish(mono, limit);
+        }
+    }
+
+    /// Take in the time the stubs spent, at a stop.
+    pub fn absorb_clock(&mut self) {
+        if let Some(p) = &self.clock_page {
+            let (mono, calls) = p.absorb();
+            self.world.clock.advance_to(mono);
+            self.stats.fast_time_calls += calls;
+        }
+    }
+}
+
+/// Run one syscall in `tid` through the `syscall` instruction at `insn`,
+/// letting it pass the seccomp filter. Registers are restored after.
+pub fn inject(tid: pid_t, insn: u64, nr: i64, args: [u64; 6]) -> Option<i64> {
+    let saved = sys::get_regs(tid).ok()?;
+    let mut r = saved;
+    r.rip = insn;
+    r.rax = nr as u64;
+    r.orig_rax = u64::MAX;
+    r.rdi = args[0];
+    r.rsi = args[1];
+    r.rdx = args[2];
+    r.r10 = args[3];
+    r.r8 = args[4];
+    r.r9 = args[5];
+    sys::set_regs(tid, &r).ok()?;
+    sys::singlestep(tid).ok()?;
+    let mut result = None;
+    for _ in 0..16 {
+        match sys::wait_pid(tid, 0) {
+            Ok((_, st)) if libc::WIFSTOPPED(st) => {
+                if st >> 16 == libc::PTRACE_EVENT_SECCOMP {
+                    // Our own call at the filter: let it run.
+                    if sys::singlestep(tid).is_err() {
+                        break;
+                    }
+                    continue;
+                }
+                result = sys::get_regs(tid).ok().map(|r| r.rax as i64);
+                break;
+            }
+            Ok(_) => return None,
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+            Err(_) => break,
+        }
+    }
+    let _ = sys::set_regs(tid, &saved);
+    result
+}
+
+/// Map the clock page into the image that just exec'd in `tid` and patch
+/// its vDSO at `vdso`. False: the vDSO must be hidden instead.
+pub fn install(s: &mut Supervisor, tid: pid_t, vdso: u64, insn: u64) -> bool {
+    let Some(path) = s.clock_page.as_ref().map(|p| p.path.clone()) else {
+        return false;
+    };
+    let Ok(regs) = sys::get_regs(tid) else {
+        return false;
+    };
+    // The path, below the red zone of the fresh stack.
+    use std::os::unix::ffi::OsStrExt;
+    let mut name = path.as_os_str().as_bytes().to_vec();
+    name.push(0);
+    if name.len() > 1024 {
+        return false;
+    }
+    let at = (regs.rsp - 256 - name.len() as u64) & !15;
+    if sys::write_mem(tid, at, &name).is_err() {
+        return false;
+    }
+    let Some(fd) = inject(
+        tid,
+        insn,
+        libc::SYS_openat,
+        [
+            libc::AT_FDCWD as u64,
+            at,
+            (libc::O_RDWR | libc::O_CLOEXEC) as u64,
+            0,
+            0,
+            0,
+        ],
+    )
+    .filter(|&fd| fd >= 0) else {
+        return false;
+    };
+    let map = |addr: u64, prot: i32, off: u64| {
+        inject(
+            tid,
+            insn,
+            libc::SYS_mmap,
+            [
+                addr,
+                4096,
+                prot as u64,
+                (libc::MAP_SHARED | libc::MAP_FIXED_NOREPLACE) as u64,
+                fd as u64,
+                off,
+            ],
+        ) == Some(addr as i64)
+    };
+    let ok = map(shim::DATA_ADDR, libc::PROT_READ | libc::PROT_WRITE, 0)
+        && map(shim::CODE_ADDR, libc::PROT_READ | libc::PROT_EXEC, 4096);
+    inject(tid, insn, libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0]);
+    ok && patch(s, tid, vdso)
+}
+
+/// Point every function of the vDSO at `base` at a stub.
+fn patch(s: &mut Supervisor, tid: pid_t, base: u64) -> bool {
+    let mut img = vec![0u8; 8192];
+    if sys::read_mem(tid, base, &mut img[..4096]).is_err() {
+        return false;
+    }
+    if sys::read_mem(tid, base + 4096, &mut img[4096..]).is_err() {
+        img.truncate(4096);
+    }
+    let Ok(elf) = goblin::elf::Elf::parse(&img) else {
+        return false;
+    };
+    let mut patches: Vec<(u64, Vec<u8>)> = Vec::new();
+    for sym in elf.dynsyms.iter() {
+        if sym.st_type() != goblin::elf::sym::STT_FUNC || sym.st_value == 0 {
+            continue;
+        }
+        let Some(name) = elf.dynstrtab.get_at(sym.st_name) else {
+            continue;
+        };
+        let plain = name.trim_start_matches("__vdso_");
+        let code = match plain {
+            "clock_gettime" => shim::jump_to(shim::CODE_ADDR + shim::CLOCK_GETTIME_AT),
+            "gettimeofday" => shim::jump_to(shim::CODE_ADDR + shim::GETTIMEOFDAY_AT),
+            "time" => shim::jump_to(shim::CODE_ADDR + shim::TIME_AT),
+            "clock_getres" => shim::syscall_stub(libc::SYS_clock_getres as u32),
+            "getcpu" => shim::syscall_stub(libc::SYS_getcpu as u32),
+            _ => shim::ENOSYS_STUB.to_vec(),
+        };
+        // A stub that does not fit in the function becomes the syscall.
+        let code = if (sym.st_size as usize) < code.len() {
+            match plain {
+                "clock_gettime" => shim::syscall_stub(libc::SYS_clock_gettime as u32),
+                "gettimeofday" => shim::syscall_stub(libc::SYS_gettimeofday as u32),
+                "time" => shim::syscall_stub(libc::SYS_time as u32),
+                _ => code,
+            }
+        } else {
+            code
+        };
+        if (sym.st_size as usize) < code.len() && sym.st_size != 0 {
+            return false;
+        }
+        let addr = base + sym.st_value;
+        if !patches.iter().any(|p| p.0 == addr) {
+            patches.push((addr, code));
+        }
+    }
+    if patches.is_empty() {
+        return false;
+    }
+    for (addr, code) in &patches {
+        if sys::write_mem(tid, *addr, code).is_err() {
+            // Half-patched vDSO: the caller hides it.
+            return false;
+        }
+    }
+    let _ = s;
+    true
+}
