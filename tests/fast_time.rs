@@ -1,0 +1,102 @@
+//! The time fast path (issue 7): clock_gettime, gettimeofday and time are
+//! answered inside the tracee from the shared clock page, with the same
+//! virtual-time semantics as a trapped call, deterministically.
+
+use detrun_tests::*;
+
+fn summary(args: &[&str], name: &str) -> (String, serde_json::Value) {
+    let dir = scratch_dir("fast_time", name);
+    let json = dir.join("s.json");
+    let mut a = vec!["--summary-json", path_str(&json)];
+    a.extend_from_slice(args);
+    let o = detrun(&a);
+    assert_eq!(code(&o), 0, "{}", show(&o));
+    let v = serde_json::from_str(&std::fs::read_to_string(&json).expect("summary")).expect("json");
+    (stdout(&o), v)
+}
+
+#[test]
+fn a_clock_loop_is_answered_in_the_tracee() {
+    for static_ in [false, true] {
+        let bin = build_c("fast_time", static_);
+        let (out, s) = summary(&["--", path_str(&bin), "loop", "200000"], "loop");
+        let fast = s["fast_time_calls"].as_u64().unwrap_or(0);
+        assert!(
+            fast >= 199_000,
+            "only {fast} of 200000 calls answered in the tracee: {s}"
+        );
+        assert!(
+            s["syscalls_intercepted"].as_u64().unwrap_or(u64::MAX) < 2000,
+            "{s}"
+        );
+        // Each call costs one event's virtual time, as a trapped one does.
+        assert!(out.starts_with("delta 200000000\n"), "{out}");
+        for l in [
+            "realtime after monotonic: 1",
+            "coarse after realtime: 1",
+            "gettimeofday after realtime: 1",
+            "time agrees: 1",
+        ] {
+            assert!(out.contains(l), "{l} missing:\n{out}");
+        }
+        let (again, _) = summary(&["--", path_str(&bin), "loop", "200000"], "loop2");
+        assert_eq!(out, again, "two runs differ");
+    }
+}
+
+/// The same clocks as when every call traps: realtime and monotonic keep
+/// the same offset, and --no-fast-time answers nothing in the tracee.
+#[test]
+fn fast_and_trapped_clocks_agree() {
+    let bin = build_c("fast_time", false);
+    let (fast, _) = summary(&["--", path_str(&bin), "loop", "10"], "agree_fast");
+    let (slow, s) = summary(
+        &["--no-fast-time", "--", path_str(&bin), "loop", "10"],
+        "agree_slow",
+    );
+    assert_eq!(s["fast_time_calls"].as_u64(), Some(0), "{s}");
+    let offset = |o: &str| {
+        o.lines()
+            .find(|l| l.starts_with("offset "))
+            .map(str::to_string)
+    };
+    assert!(offset(&fast).is_some(), "{fast}");
+    assert_eq!(
+        offset(&fast),
+        offset(&slow),
+        "fast:\n{fast}\ntrapped:\n{slow}"
+    );
+    assert_eq!(
+        fast.lines().next(),
+        slow.lines().next(),
+        "fast:\n{fast}\ntrapped:\n{slow}"
+    );
+}
+
+/// A thread spinning on the clock still gets its timer signal on virtual
+/// time (the stubs trap when a deadline is due), without the watchdog.
+#[test]
+fn a_timer_fires_while_spinning_on_the_clock() {
+    let bin = build_c("fast_time", false);
+    let (out, s) = summary(&["--", path_str(&bin), "alarm"], "alarm");
+    assert!(out.contains("at least one second"), "{out}");
+    assert_eq!(s["hazards"].as_array().map(|h| h.len()), Some(0), "{s}");
+    let (again, _) = summary(&["--", path_str(&bin), "alarm"], "alarm2");
+    assert_eq!(out, again);
+}
+
+#[test]
+fn threads_never_see_the_clock_go_back() {
+    let bin = build_c("fast_time", false);
+    let (out, s) = summary(
+        &["--chaos", "--seed", "3", "--", path_str(&bin), "threads"],
+        "threads",
+    );
+    assert_eq!(out, "went backwards: 0 0 0 0\n", "{s}");
+    assert!(s["fast_time_calls"].as_u64().unwrap_or(0) > 390_000, "{s}");
+    let (again, _) = summary(
+        &["--chaos", "--seed", "3", "--", path_str(&bin), "threads"],
+        "threads2",
+    );
+    assert_eq!(out, again);
+}
