@@ -709,3 +709,32 @@ fn python_asyncio_network() {
         });
     }
 }
+
+/// `--host NAME=ADDR`: the name resolves through the guest's /etc/hosts,
+/// the address is the sandbox's own (a server can bind it and a client
+/// reach it by name), and an address that is neither stays foreign.
+#[test]
+fn virtual_hosts_resolve_and_bind() {
+    let prog = "import socket, threading\n\
+        print(socket.gethostbyname('db'))\n\
+        l = socket.socket(); l.bind(('10.0.0.2', 5432)); l.listen()\n\
+        def serve():\n    s, a = l.accept(); s.sendall(('hello ' + a[0]).encode()); s.close()\n\
+        t = threading.Thread(target=serve); t.start()\n\
+        c = socket.create_connection(('db', 5432)); print(c.recv(100).decode()); t.join()\n\
+        try:\n    socket.socket().bind(('10.9.9.9', 1))\nexcept OSError as e:\n    print('foreign bind:', e.strerror)\n";
+    let o = detrun(&["--host", "db=10.0.0.2", "--", "python3", "-c", prog]);
+    assert_eq!(code(&o), 0, "{}", show(&o));
+    assert_eq!(
+        stdout(&o),
+        "10.0.0.2\nhello 10.0.0.2\nforeign bind: Cannot assign requested address\n",
+        "{}",
+        show(&o)
+    );
+    let bad = detrun(&["--host", "db", "--", "true"]);
+    assert_eq!(
+        code(&bad),
+        2,
+        "a malformed --host is a usage error:\n{}",
+        show(&bad)
+    );
+}

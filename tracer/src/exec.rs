@@ -1,9 +1,10 @@
 //! The exec stop: the new image gets a deterministic start.
 //!
 //! At PTRACE_EVENT_EXEC the supervisor finishes the execve (to its exit
-//! stop), then rewrites the auxiliary vector on the new stack: the vDSO entry
-//! `AT_SYSINFO_EHDR` becomes `AT_IGNORE` so libc makes real (trapped) time
-//! syscalls, and the 16 `AT_RANDOM` bytes come from the seed. CPUID
+//! stop), then rewrites the auxiliary vector on the new stack: the vDSO is
+//! patched to answer time calls from the shared clock page (`vdso.rs`), or
+//! where that fails `AT_SYSINFO_EHDR` becomes `AT_IGNORE` so libc makes real
+//! (trapped) time syscalls; the 16 `AT_RANDOM` bytes come from the seed. CPUID
 //! faulting, which execve resets, is re-armed by injecting
 //! `arch_prctl(ARCH_SET_CPUID, 0)` through a `syscall` instruction found in
 //! the vDSO. `rdtsc` faulting survives exec by itself.

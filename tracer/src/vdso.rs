@@ -237,6 +237,12 @@ fn patch(s: &mut Supervisor, tid: pid_t, base: u64) -> bool {
     let Ok(elf) = goblin::elf::Elf::parse(&img) else {
         return false;
     };
+    // Symbol values are link addresses; the image is loaded at `base`.
+    let link = elf
+        .program_headers
+        .iter()
+        .find(|p| p.p_type == goblin::elf::program_header::PT_LOAD)
+        .map_or(0, |p| p.p_vaddr);
     let mut patches: Vec<(u64, Vec<u8>)> = Vec::new();
     for sym in elf.dynsyms.iter() {
         if sym.st_type() != goblin::elf::sym::STT_FUNC || sym.st_value == 0 {
@@ -268,7 +274,9 @@ fn patch(s: &mut Supervisor, tid: pid_t, base: u64) -> bool {
         if (sym.st_size as usize) < code.len() && sym.st_size != 0 {
             return false;
         }
-        let addr = base + sym.st_value;
+        let Some(addr) = (base + sym.st_value).checked_sub(link) else {
+            return false;
+        };
         if !patches.iter().any(|p| p.0 == addr) {
             patches.push((addr, code));
         }
