@@ -136,6 +136,12 @@ fn is_socket(f: &OwnedFd) -> bool {
     }
 }
 
+/// The peer of an accepted socket, by its abstract name.
+pub enum Peer {
+    Conn(ConnId),
+    Sock(SockId),
+}
+
 pub struct NetKernel {
     /// Abstract-name prefix of this run.
     prefix: String,
@@ -218,9 +224,33 @@ impl NetKernel {
     }
 
     /// The connection an accepted socket belongs to (its peer is our end).
-    pub fn conn_of_accepted(&self, f: &OwnedFd) -> Option<ConnId> {
+    /// Who an accepted socket's peer is: our relay end of a connection, or
+    /// (direct connections) the connecting guest socket itself.
+    pub fn accepted_peer(&self, f: &OwnedFd) -> Option<Peer> {
         let n = addr_name(f, true)?;
-        n.strip_prefix(&format!("{}/c/", self.prefix))?.parse().ok()
+        let rest = n.strip_prefix(&self.prefix)?.strip_prefix('/')?;
+        match rest.strip_prefix("c/") {
+            Some(c) => c.parse().ok().map(Peer::Conn),
+            None => rest.parse().ok().map(Peer::Sock),
+        }
+    }
+
+    /// Connect the guest socket `g` (already named) straight to the guest
+    /// listener `listener`: with no faults to apply, the kernel carries the
+    /// bytes. The description is made non-blocking for the call (every
+    /// tracee sharing it is stopped) so that the supervisor never waits.
+    pub fn connect_direct(&self, g: &OwnedFd, listener: SockId) -> Result<(), i32> {
+        let fd = g.as_raw_fd();
+        // SAFETY: flag changes on a descriptor we hold, restored below.
+        let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        unsafe { libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) };
+        let r = connect_name(g, &self.sock_name(listener));
+        // SAFETY: as above.
+        unsafe { libc::fcntl(fd, libc::F_SETFL, fl) };
+        match r {
+            Err(libc::EAGAIN) => Err(libc::ECONNREFUSED),
+            r => r,
+        }
     }
 
     /// The virtual source named by a datagram's kernel source address.

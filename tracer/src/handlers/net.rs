@@ -374,16 +374,19 @@ fn connect_tcp(s: &mut Supervisor, tid: pid_t, id: SockId, f: &OwnedFd, ptr: u64
             Ok(c) => c,
             Err(e) => return err(e),
         };
-        match s.net.dial(conn, listener) {
-            Ok(ss) => {
-                if let Err(e) = ensure_named(s, id, f) {
-                    s.world.net.abort_conn(conn);
-                    return err(e);
-                }
-                if let Err(e) = s.net.attach(conn, f, ss) {
-                    s.world.net.abort_conn(conn);
-                    return err(e);
-                }
+        // Without faults the kernel carries the bytes; with them, the
+        // supervisor relays each chunk at its delivery time.
+        let direct = !s.world.net.cfg.has_faults();
+        let made = if direct {
+            ensure_named(s, id, f).and_then(|_| s.net.connect_direct(f, listener))
+        } else {
+            s.net.dial(conn, listener).and_then(|ss| {
+                ensure_named(s, id, f)?;
+                s.net.attach(conn, f, ss)
+            })
+        };
+        match made {
+            Ok(()) => {
                 return if nonblocking(f) {
                     if let Some(sk) = s.world.net.sock_mut(id) {
                         sk.connecting = true;
@@ -455,7 +458,13 @@ pub fn accept_exit(
     let fd = regs.rax as i64;
     if fd >= 0 {
         let f = s.steal(tid, fd as i32);
-        let conn = f.as_ref().and_then(|f| s.net.conn_of_accepted(f));
+        let conn = match f.as_ref().and_then(|f| s.net.accepted_peer(f)) {
+            Some(crate::net::Peer::Conn(c)) => Some(c),
+            Some(crate::net::Peer::Sock(client)) => {
+                s.world.net.sock(client).and_then(|x| x.conn).map(|c| c.0)
+            }
+            None => None,
+        };
         let ck = f.as_ref().and_then(crate::net::cookie);
         if let (Some(conn), Some(ck)) = (conn, ck) {
             let family = s.world.net.sock(listener).map_or(Family::V4, |l| l.family);
