@@ -10,6 +10,7 @@ pub mod filter;
 pub mod handlers;
 pub mod net;
 pub mod schedule;
+pub mod selftime;
 pub mod spawn;
 pub mod summary;
 pub mod supervisor;

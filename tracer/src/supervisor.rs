@@ -200,6 +200,16 @@ extern "C" fn on_alarm(_: i32) {
     ALARMS.fetch_add(1, Ordering::Relaxed);
 }
 
+/// Period of the watchdog's alarm.
+const ALARM_MS: u64 = 100;
+
+/// A resume of the running thread: its sequence number and the alarm tick.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Mark {
+    seq: u64,
+    tick: u64,
+}
+
 fn install_handlers() {
     // SAFETY: installing async-signal-safe handlers (atomic stores only),
     // without SA_RESTART so that waitpid returns EINTR.
@@ -224,7 +234,7 @@ fn install_handlers() {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
         let tv = libc::timeval {
             tv_sec: 0,
-            tv_usec: 100_000,
+            tv_usec: (ALARM_MS * 1000) as i64,
         };
         let it = libc::itimerval {
             it_interval: tv,
@@ -257,10 +267,12 @@ pub struct Supervisor {
     pub stats: Stats,
     pub vdso_syscall: Option<u64>,
     next_space: u64,
-    resumed_at: Instant,
+    /// When the running thread last stopped or was resumed (no clock read:
+    /// the supervisor runs with TSC reads faulting, see `selftime`).
+    resumed_at: Mark,
     /// The watchdog's first look at a long-running thread: (tid, its
     /// `resumed_at`, CPU ns used then).
-    watch_sample: Option<(pid_t, Instant, u64)>,
+    watch_sample: Option<(pid_t, Mark, u64)>,
     start: Instant,
     deadlock: Option<Vec<String>>,
     shutting_down: bool,
@@ -334,7 +346,7 @@ impl Supervisor {
             stats: Stats::default(),
             vdso_syscall: None,
             next_space: 1,
-            resumed_at: Instant::now(),
+            resumed_at: Mark::default(),
             watch_sample: None,
             start: Instant::now(),
             deadlock: None,
@@ -405,6 +417,8 @@ impl Supervisor {
         let vt = self.add_thread(sp.guest, p, 0);
         self.threads.get_mut(&sp.guest).expect("just added").resume = Resume::Cont(0);
         install_handlers();
+        // After the fork: the reaper and the guest keep TSC reads as they are.
+        let tsc_off = crate::selftime::enter();
         sp.release()?;
         // The guest runs its setup and execs: it holds the turn from the start.
         match self.world.next_turn() {
@@ -420,8 +434,11 @@ impl Supervisor {
             }
         }
         self.running = Some(sp.guest);
-        self.resumed_at = Instant::now();
+        self.mark_resume();
         let r = self.event_loop();
+        if tsc_off {
+            crate::selftime::leave();
+        }
         stop_alarm();
         if let Some(t) = self.trace.as_mut() {
             t.flush()?;
@@ -697,7 +714,7 @@ impl Supervisor {
         }
         self.running = Some(tid);
         self.hold = Hold::Normal;
-        self.resumed_at = Instant::now();
+        self.mark_resume();
         self.kernel_retry = true;
         let Some(t) = self.threads.get_mut(&tid) else {
             self.running = None;
@@ -888,6 +905,13 @@ impl Supervisor {
     }
 
     /// Wait for the next stop of `tid` (retrying EINTR).
+    fn mark_resume(&mut self) {
+        self.resumed_at = Mark {
+            seq: self.resumed_at.seq + 1,
+            tick: ALARMS.load(Ordering::Relaxed) as u64,
+        };
+    }
+
     /// Resume a tracee (the clock page first: it may read the time).
     pub fn cont(&self, tid: pid_t, sig: i32) -> std::io::Result<()> {
         self.publish_clock();
@@ -1196,7 +1220,8 @@ impl Supervisor {
         if self.hold != Hold::Normal || self.shutting_down {
             return;
         }
-        if self.resumed_at.elapsed().as_millis() < self.cfg.watchdog_ms as u128 {
+        let ticks = (ALARMS.load(Ordering::Relaxed) as u64).wrapping_sub(self.resumed_at.tick);
+        if ticks < self.cfg.watchdog_ms.div_ceil(ALARM_MS).max(1) {
             return;
         }
         let state = proc_state(tid);
@@ -1225,7 +1250,7 @@ impl Supervisor {
                     && (others || self.world.next_deadline().is_some())
                     && sys::interrupt(tid).is_ok() =>
             {
-                self.resumed_at = Instant::now();
+                self.mark_resume();
                 self.stats.hazard(
                     "watchdog-preemption",
                     "a thread ran without syscalls and was preempted on CPU time (timing-dependent)",
@@ -1233,7 +1258,7 @@ impl Supervisor {
             }
             // Blocked in a call the filter let through: see on_event_stop.
             Some('S') | Some('D') if sys::interrupt(tid).is_ok() => {
-                self.resumed_at = Instant::now();
+                self.mark_resume();
             }
             _ => {}
         }
@@ -1249,7 +1274,7 @@ impl Supervisor {
         }
         if self.running == Some(tid) {
             // The watchdog measures time since the running thread's last stop.
-            self.resumed_at = Instant::now();
+            self.mark_resume();
         }
         if libc::WIFEXITED(st) || libc::WIFSIGNALED(st) {
             self.on_death(tid, st);
