@@ -42,3 +42,19 @@ for w in "${workloads[@]}"; do
   n=$(median < "$work/n"); s=$(median < "$work/s"); d=$(median < "$work/d")
   printf '%-58s %9.1f %9.1f %9.1f %8.2f %8.2f\n' "${w:0:58}" "$(echo "$n/1000" | bc -l)" "$(echo "$s/1000" | bc -l)" "$(echo "$d/1000" | bc -l)" "$(echo "$d/$n" | bc -l)" "$(echo "$d/$s" | bc -l)"
 done
+
+# The floor: a minimal tracer that emulates only the same syscall.
+gcc -O2 -o "$work/floor" bench/floor.c
+: > "$work/f"; : > "$work/d"
+for _ in $(seq "$runs"); do
+  t=$(now); "$work/floor" 1000000 2> /dev/null; echo $(( ($(now) - t) / 1000 )) >> "$work/f"
+  t=$(now); "$D" -- "$work/syscalls" 1000000; echo $(( ($(now) - t) / 1000 )) >> "$work/d"
+done
+f=$(median < "$work/f"); d=$(median < "$work/d")
+printf '\nper trapped syscall: floor %.2f us, detrun %.2f us, detrun/floor %.2f\n' \
+  "$(echo "$f/1000000" | bc -l)" "$(echo "$d/1000000" | bc -l)" "$(echo "$d/$f" | bc -l)"
+# Peak memory of the supervisor (its own maximum RSS, not the guest's).
+for w in "ls -la /usr/bin" "$py -c 'import json, email, http.client'" "$work/tcp stream 64"; do
+  "$D" --summary-json "$work/s.json" -- sh -c "$w" > /dev/null 2>&1 || true
+  printf 'supervisor peak RSS %6s kB  %s\n' "$(python3 -c "import json; print(json.load(open('$work/s.json')).get('supervisor_max_rss_kb', '?'))")" "${w:0:50}"
+done

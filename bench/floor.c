@@ -1,6 +1,6 @@
 /* The floor: a minimal tracer that traps one syscall (clock_gettime) with a
- * seccomp RET_TRACE filter and answers it by setting registers, nothing
- * else. Usage: floor N  (runs bench/syscalls-like loop of N calls). */
+ * seccomp RET_TRACE filter and answers it by writing the timespec and
+ * setting registers, nothing else. Usage: floor N  (runs bench/syscalls-like loop of N calls). */
 #define _GNU_SOURCE
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/uio.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/user.h>
@@ -46,6 +47,10 @@ int main(int argc, char **argv) {
         if (st >> 8 == (SIGTRAP | (PTRACE_EVENT_SECCOMP << 8))) {
             struct user_regs_struct r;
             ptrace(PTRACE_GETREGS, c, 0, &r);
+            /* Emulating clock_gettime includes writing its answer. */
+            struct timespec v = {1, stops};
+            struct iovec lo = {&v, sizeof v}, re = {(void *)r.rsi, sizeof v};
+            process_vm_writev(c, &lo, 1, &re, 1, 0);
             r.orig_rax = -1;
             r.rax = 0;
             ptrace(PTRACE_SETREGS, c, 0, &r);

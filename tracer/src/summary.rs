@@ -37,6 +37,8 @@ pub struct Summary {
     /// Facts that make results machine-specific but not run-specific.
     pub notes: Vec<String>,
     pub deadlock: Option<Vec<String>>,
+    /// The supervisor's own peak resident memory (the guest's is not counted).
+    pub supervisor_max_rss_kb: u64,
     /// The virtual network's traffic (absent with --net=host or no sockets).
     pub network: Option<NetSummary>,
 }

@@ -485,6 +485,11 @@ impl Supervisor {
         sum.context_switches = self.world.switches;
         sum.namespaces = self.namespaces;
         sum.deadlock = self.deadlock.clone();
+        // SAFETY: getrusage into a local struct.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } == 0 {
+            sum.supervisor_max_rss_kb = ru.ru_maxrss as u64;
+        }
         if self.world.net.active() {
             let n = &self.world.net.stats;
             sum.network = Some(crate::summary::NetSummary {
