@@ -114,6 +114,11 @@ pub enum Post {
     },
     /// Two arguments to put back.
     RestoreArgs([(usize, u64); 2]),
+    /// recvmsg on a TCP socket: put msg_name back, msg_namelen 0.
+    MsgName {
+        hdr: u64,
+        name: u64,
+    },
     /// socket(AF_INET*) ran as AF_UNIX: register it, restore rdi/rdx.
     Socket {
         proto: detrun_scheduler::net::Proto,

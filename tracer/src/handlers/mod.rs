@@ -254,6 +254,13 @@ pub fn on_syscall_exit(s: &mut Supervisor, tid: pid_t) {
             let _ = sys::set_regs(tid, &r);
             s.continue_running(tid);
         }
+        Post::MsgName { hdr, name } => {
+            let _ = sys::write_u64(tid, hdr, name);
+            if (regs.rax as i64) >= 0 {
+                let _ = sys::write_u32(tid, hdr + 8, 0);
+            }
+            s.continue_running(tid);
+        }
         Post::RestoreArgs(args) => {
             let mut r = regs;
             for (index, value) in args {

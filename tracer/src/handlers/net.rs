@@ -244,6 +244,24 @@ pub fn intercept(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Option
             r.r9 = 0;
             Out::Exit(r, Post::RestoreArgs([(4, regs.r8), (5, regs.r9)]))
         }
+        SYS_recvmsg => {
+            // TCP reports no source address: the kernel would name our
+            // AF_UNIX end. Hide msg_name for the call, report length 0.
+            let name = match sys::read_u64(tid, x[1]) {
+                Ok(n) => n,
+                Err(_) => return Some(Out::Ret(EFAULT)),
+            };
+            if name == 0 {
+                return None;
+            }
+            if !ready(&f, POLLIN) && !nonblocking(&f) && x[2] as i32 & MSG_DONTWAIT == 0 {
+                return None;
+            }
+            if sys::write_u64(tid, x[1], 0).is_err() {
+                return Some(Out::Ret(EFAULT));
+            }
+            Out::Exit(regs, Post::MsgName { hdr: x[1], name })
+        }
         _ => return None,
     })
 }
