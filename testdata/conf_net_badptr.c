@@ -57,6 +57,17 @@ int main(void) {
     m.msg_iov = &iov;
     m.msg_iovlen = 1;
     printf("sendmsg bad iov base: %s\n", e(sendmsg(u, &m, 0)));
+    struct iovec huge[2] = {{.iov_base = "ab", .iov_len = (size_t)-1}, {.iov_base = "cd", .iov_len = 2}};
+    m.msg_iov = huge;
+    m.msg_iovlen = 2;
+    a.sin_port = htons(9);
+    printf("sendmsg negative iov len: %s\n", e(sendmsg(u, &m, 0)));
+    huge[0].iov_len = (size_t)1 << 62;
+    huge[1].iov_len = (size_t)1 << 62;
+    printf("sendmsg overflowing iov lens: %s\n", e(sendmsg(u, &m, 0)));
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    a.sin_port = 0;
     printf("recvfrom empty nonblocking: %s\n", e(recvfrom(u, BAD, 10, MSG_DONTWAIT, NULL, NULL)));
     printf("recvmsg bad hdr: %s\n", e(recvmsg(u, BAD, MSG_DONTWAIT)));
     printf("accept on unlistened: %s\n", e(accept(t, NULL, NULL)));

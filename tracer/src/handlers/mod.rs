@@ -257,7 +257,7 @@ pub fn on_syscall_exit(s: &mut Supervisor, tid: pid_t) {
         Post::MsgName { hdr, name } => {
             let _ = sys::write_u64(tid, hdr, name);
             if (regs.rax as i64) >= 0 {
-                let _ = sys::write_u32(tid, hdr + 8, 0);
+                let _ = sys::write_u32(tid, hdr.wrapping_add(8), 0);
             }
             s.continue_running(tid);
         }

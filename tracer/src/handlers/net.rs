@@ -640,6 +640,9 @@ fn getsockopt(
     Out::Ret(0)
 }
 
+/// The end of x86-64 user space (the kernel's TASK_SIZE_MAX).
+const USER_END: u64 = 0x7fff_ffff_f000;
+
 /// (base, len) pairs of an iovec array in the guest.
 fn iovecs(tid: pid_t, iov: u64, cnt: u64) -> Result<Vec<(u64, u64)>, i64> {
     if cnt > 1024 {
@@ -647,17 +650,32 @@ fn iovecs(tid: pid_t, iov: u64, cnt: u64) -> Result<Vec<(u64, u64)>, i64> {
     }
     let mut raw = vec![0u8; cnt as usize * 16];
     sys::read_mem(tid, iov, &mut raw).map_err(|_| EFAULT)?;
-    Ok(raw
+    let v: Vec<(u64, u64)> = raw
         .chunks_exact(16)
         .map(|c| {
             let w = |i: usize| u64::from_ne_bytes(c[i..i + 8].try_into().unwrap_or([0; 8]));
             (w(0), w(8))
         })
-        .collect())
+        .collect();
+    // As the kernel checks them: a length negative as ssize_t is EINVAL,
+    // a range outside user space EFAULT.
+    for &(base, len) in &v {
+        if (len as i64) < 0 {
+            return Err(EINVAL);
+        }
+        if len > 0 && base.checked_add(len).is_none_or(|end| end > USER_END) {
+            return Err(EFAULT);
+        }
+    }
+    Ok(v)
 }
 
 fn gather(tid: pid_t, segs: &[(u64, u64)]) -> Result<Vec<u8>, i64> {
-    let total: u64 = segs.iter().map(|s| s.1).sum();
+    // The guest chooses the lengths: add them without overflow.
+    let total = segs
+        .iter()
+        .try_fold(0u64, |t, s| t.checked_add(s.1))
+        .ok_or(EINVAL)?;
     if total > 65536 * 4 {
         return Err(-(libc::EMSGSIZE as i64));
     }
@@ -777,7 +795,7 @@ fn udp_send(s: &mut Supervisor, tid: pid_t, id: SockId, f: &OwnedFd, a: &Args) -
             let n = x[2].min(1024);
             let mut sent = 0i64;
             for i in 0..n {
-                let hdr = x[1] + i * 64;
+                let hdr = x[1].wrapping_add(i * 64);
                 let one = read_msghdr(tid, hdr).and_then(|m| {
                     let dst = dest_of(tid, m.name, m.namelen as u64)?;
                     gather(tid, &m.iov).map(|d| (dst, d))
@@ -792,7 +810,7 @@ fn udp_send(s: &mut Supervisor, tid: pid_t, id: SockId, f: &OwnedFd, a: &Args) -
                     }
                     break;
                 }
-                let _ = sys::write_u32(tid, hdr + 56, r as u32);
+                let _ = sys::write_u32(tid, hdr.wrapping_add(56), r as u32);
                 sent += 1;
             }
             return finish_send(s, f, id, sent);
@@ -885,7 +903,7 @@ fn udp_recv(s: &mut Supervisor, tid: pid_t, id: SockId, f: &OwnedFd, a: &Args) -
             let n = x[2].min(1024);
             let mut got = 0i64;
             for i in 0..n {
-                let hdr = x[1] + i * 64;
+                let hdr = x[1].wrapping_add(i * 64);
                 let fl = if got == 0 {
                     x[3] as i32
                 } else {
@@ -893,7 +911,7 @@ fn udp_recv(s: &mut Supervisor, tid: pid_t, id: SockId, f: &OwnedFd, a: &Args) -
                 };
                 match recv_msg(s, tid, f, hdr, fl, v6) {
                     Ok(r) => {
-                        let _ = sys::write_u32(tid, hdr + 56, r as u32);
+                        let _ = sys::write_u32(tid, hdr.wrapping_add(56), r as u32);
                         got += 1;
                     }
                     Err(e) if got == 0 => return Out::Ret(e),
@@ -914,14 +932,14 @@ fn recv_msg(
     v6: bool,
 ) -> Result<i64, i64> {
     let m = read_msghdr(tid, hdr)?;
-    let cap: u64 = m.iov.iter().map(|v| v.1).sum();
+    let cap = m.iov.iter().fold(0u64, |t, v| t.saturating_add(v.1));
     let (data, full, src) = recv_one(s, f, flags, cap as usize)?;
     scatter(tid, &m.iov, &data)?;
     if m.name != 0 {
         let b = src.map(|a| encode_addr(a, v6)).unwrap_or_default();
         let n = (m.namelen as usize).min(b.len());
         sys::write_mem(tid, m.name, &b[..n]).map_err(|_| EFAULT)?;
-        sys::write_u32(tid, hdr + 8, b.len() as u32).map_err(|_| EFAULT)?;
+        sys::write_u32(tid, hdr.wrapping_add(8), b.len() as u32).map_err(|_| EFAULT)?;
     }
     // No control messages; MSG_TRUNC when the datagram did not fit.
     let trunc = if full > data.len() {
@@ -929,8 +947,8 @@ fn recv_msg(
     } else {
         0
     };
-    sys::write_u64(tid, hdr + 40, 0).map_err(|_| EFAULT)?;
-    sys::write_u32(tid, hdr + 48, trunc as u32).map_err(|_| EFAULT)?;
+    sys::write_u64(tid, hdr.wrapping_add(40), 0).map_err(|_| EFAULT)?;
+    sys::write_u32(tid, hdr.wrapping_add(48), trunc as u32).map_err(|_| EFAULT)?;
     Ok(if flags & libc::MSG_TRUNC != 0 {
         full
     } else {
