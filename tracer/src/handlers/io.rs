@@ -287,7 +287,7 @@ fn write(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
     let fd = a.a[0] as i32;
     let total = if a.nr == libc::SYS_writev {
         match segments(tid, a.nr, &a.a, 0) {
-            Ok(v) => v.iter().map(|x| x.1).sum(),
+            Ok(v) => v.iter().fold(0u64, |t, x| t.saturating_add(x.1)),
             Err(e) => return Out::Ret(e),
         }
     } else {
