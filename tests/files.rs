@@ -165,3 +165,53 @@ fn proc_self_stat_and_status_are_virtual() {
     assert!(a.contains("voluntary_ctxt_switches:\t0"), "{a}");
     assert!(a.contains("Cpus_allowed_list:\t0-3"), "{a}");
 }
+
+/// Python sources that predate the run keep their real times, so CPython
+/// uses its bytecode cache instead of recompiling every import; any other
+/// file keeps the fixed virtual instant, and `--fs-times strict` gives
+/// Python sources that instant too.
+#[test]
+fn python_sources_keep_their_bytecode_cache() {
+    let t = TempDir::new("pyc");
+    std::fs::write(t.0.join("foo.py"), "X = 1\n").unwrap();
+    std::fs::write(t.0.join("data.txt"), "x\n").unwrap();
+    let native = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("touch -d 2020-01-02 foo.py data.txt && python3 -m py_compile foo.py")
+        .current_dir(&t.0)
+        .status()
+        .expect("python3");
+    assert!(native.success());
+    let prog =
+        "import os, foo; print(int(os.stat('foo.py').st_mtime), int(os.stat('data.txt').st_mtime))";
+    let o = run_in(&t.0, &["--", "python3", "-v", "-c", prog]);
+    assert_eq!(code(&o), 0, "{}", show(&o));
+    let real = std::fs::metadata(t.0.join("foo.py")).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let (py, txt) = stdout(&o)
+        .trim()
+        .split_once(' ')
+        .map(|(a, b)| (a.parse::<i64>().unwrap_or(0), b.parse::<i64>().unwrap_or(0)))
+        .unwrap_or((0, 0));
+    assert_eq!(py, real.mtime(), "foo.py's real mtime:\n{}", show(&o));
+    assert_ne!(
+        txt,
+        real.mtime(),
+        "data.txt kept its real mtime:\n{}",
+        show(&o)
+    );
+    let err = stderr(&o);
+    assert!(
+        err.contains("foo.cpython") && err.contains("matches"),
+        "the cache was not used:\n{err}"
+    );
+    let strict = run_in(
+        &t.0,
+        &["--fs-times", "strict", "--", "python3", "-v", "-c", prog],
+    );
+    assert!(
+        stderr(&strict).contains("bytecode is stale for 'foo'"),
+        "{}",
+        show(&strict)
+    );
+}

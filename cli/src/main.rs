@@ -175,10 +175,13 @@ pub struct RunArgs {
     strict: bool,
 
     /// Timestamps of files that existed before the run: `virtual` (one
-    /// fixed instant; files written during the run get virtual times, and
-    /// inode numbers and directory order are virtualized too) or `real`
-    /// (the host's metadata, passed through). Example: --fs-times real
-    #[arg(long, value_name = "POLICY", default_value = "virtual", value_parser = ["virtual", "real"])]
+    /// fixed instant, except Python sources (`*.py`), which keep their real
+    /// times so that CPython's bytecode cache stays valid; files written
+    /// during the run get virtual times, and inode numbers and directory
+    /// order are virtualized too), `strict` (like virtual, Python sources
+    /// too) or `real` (the host's metadata, passed through).
+    /// Example: --fs-times strict
+    #[arg(long, value_name = "POLICY", default_value = "virtual", value_parser = ["virtual", "strict", "real"])]
     fs_times: String,
 
     /// Print the run summary (syscalls, virtual time, hazards) to stderr.
@@ -322,7 +325,8 @@ pub fn run(cli: &RunArgs, command: &[OsString]) -> Result<i32> {
         cpu: cli.cpu,
         pin: !cli.no_pin,
         strict: cli.strict,
-        fs_virtual: cli.fs_times == "virtual",
+        fs_virtual: cli.fs_times != "real",
+        py_real_times: cli.fs_times == "virtual",
         namespaces: !cli.no_namespaces,
         watchdog_ms: cli.watchdog_ms.max(10),
         verbose: cli.verbose,

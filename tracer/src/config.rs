@@ -56,6 +56,9 @@ pub struct RunConfig {
     pub net: detrun_scheduler::net::NetConfig,
     /// Answer time calls in the tracee from the shared clock page.
     pub fast_time: bool,
+    /// Python sources that predate the run keep their real times (false:
+    /// virtual like every other file).
+    pub py_real_times: bool,
 }
 
 impl Default for RunConfig {
@@ -90,6 +93,7 @@ impl Default for RunConfig {
             net_host: false,
             net: Default::default(),
             fast_time: true,
+            py_real_times: true,
         }
     }
 }

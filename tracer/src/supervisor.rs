@@ -106,6 +106,8 @@ pub enum Post {
     Stat {
         buf: u64,
         statx: bool,
+        /// The path argument (0: fstat or none).
+        path: u64,
     },
     /// Put the guest's original argument back (syscalls preserve registers).
     RestoreArg {

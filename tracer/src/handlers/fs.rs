@@ -29,6 +29,7 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
             Post::Stat {
                 buf: x[1],
                 statx: false,
+                path: if a.nr == SYS_fstat { 0 } else { x[0] },
             },
         ),
         SYS_newfstatat => Out::Exit(
@@ -36,6 +37,7 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
             Post::Stat {
                 buf: x[2],
                 statx: false,
+                path: x[1],
             },
         ),
         SYS_statx => Out::Exit(
@@ -43,6 +45,7 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
             Post::Stat {
                 buf: x[4],
                 statx: true,
+                path: x[1],
             },
         ),
         SYS_getdents64 => getdents(s, tid, x[0] as i32, x[1], x[2]),
@@ -58,8 +61,18 @@ fn wr(b: &mut [u8], o: usize, v: u64) {
     b[o..o + 8].copy_from_slice(&v.to_ne_bytes());
 }
 
+/// A Python source that predates the run keeps its real times: CPython's
+/// bytecode cache (`__pycache__/*.pyc`) records the source's real mtime and
+/// is recompiled on every import when the two differ.
+fn keeps_real_times(s: &Supervisor, tid: pid_t, path: u64, real_mtime: u64) -> bool {
+    if path == 0 || real_mtime >= s.fsv.real_start || !s.cfg.py_real_times {
+        return false;
+    }
+    sys::read_cstr(tid, path, 4096).is_ok_and(|p| p.ends_with(b".py"))
+}
+
 /// Exit stop of a stat call: rewrite the answer the kernel wrote.
-pub fn stat_exit(s: &mut Supervisor, tid: pid_t, regs: Regs, buf: u64, statx: bool) {
+pub fn stat_exit(s: &mut Supervisor, tid: pid_t, regs: Regs, buf: u64, statx: bool, path: u64) {
     if regs.rax == 0 && buf != 0 {
         let now = s.world.clock.realtime();
         if statx {
@@ -79,9 +92,18 @@ pub fn stat_exit(s: &mut Supervisor, tid: pid_t, regs: Regs, buf: u64, statx: bo
                     rd(b, o).saturating_mul(1_000_000_000)
                         + u32::from_ne_bytes(b[o + 8..o + 12].try_into().unwrap_or([0; 4])) as u64
                 };
-                let m = s.fsv.time(dev, ino, Stamp::Mtime, ts(&b, 112), now);
-                let c = s.fsv.time(dev, ino, Stamp::Ctime, ts(&b, 96), now);
-                let bt = s.fsv.time(dev, ino, Stamp::Btime, ts(&b, 80), now);
+                let real = keeps_real_times(s, tid, path, ts(&b, 112));
+                let mut t = |st: Stamp, o: usize| {
+                    let r = ts(&b, o);
+                    if real {
+                        r
+                    } else {
+                        s.fsv.time(dev, ino, st, r, now)
+                    }
+                };
+                let m = t(Stamp::Mtime, 112);
+                let c = t(Stamp::Ctime, 96);
+                let bt = t(Stamp::Btime, 80);
                 for (o, v) in [(64, m), (80, bt), (96, c), (112, m)] {
                     wr(&mut b, o, v / 1_000_000_000);
                     b[o + 8..o + 12].copy_from_slice(&((v % 1_000_000_000) as u32).to_ne_bytes());
@@ -97,8 +119,15 @@ pub fn stat_exit(s: &mut Supervisor, tid: pid_t, regs: Regs, buf: u64, statx: bo
                 wr(&mut b, 0, vdev);
                 wr(&mut b, 8, vino);
                 let ts = |b: &[u8], o: usize| rd(b, o).saturating_mul(1_000_000_000) + rd(b, o + 8);
-                let m = s.fsv.time(dev, ino, Stamp::Mtime, ts(&b, 88), now);
-                let c = s.fsv.time(dev, ino, Stamp::Ctime, ts(&b, 104), now);
+                let real = keeps_real_times(s, tid, path, ts(&b, 88));
+                let (m, c) = if real {
+                    (ts(&b, 88), ts(&b, 104))
+                } else {
+                    (
+                        s.fsv.time(dev, ino, Stamp::Mtime, ts(&b, 88), now),
+                        s.fsv.time(dev, ino, Stamp::Ctime, ts(&b, 104), now),
+                    )
+                };
                 for (o, v) in [(72, m), (88, m), (104, c)] {
                     wr(&mut b, o, v / 1_000_000_000);
                     wr(&mut b, o + 8, v % 1_000_000_000);

@@ -247,7 +247,7 @@ pub fn on_syscall_exit(s: &mut Supervisor, tid: pid_t) {
             infop,
         } => process::wait_exit(s, tid, regs, opts_arg, orig, infop),
         Post::Kill { sig, target } => signal::kill_exit(s, tid, sig, target),
-        Post::Stat { buf, statx } => fs::stat_exit(s, tid, regs, buf, statx),
+        Post::Stat { buf, statx, path } => fs::stat_exit(s, tid, regs, buf, statx, path),
         Post::RestoreArg { index, value } => {
             let mut r = regs;
             sys::set_arg(&mut r, index, value);
