@@ -274,3 +274,58 @@ pub fn assert_replays_fail(
         );
     }
 }
+
+/// Run `detrun ARGS` `n` times; every run must exit 0 and be byte-identical
+/// (stdout, stderr and status) to the first. Returns the first run.
+pub fn same_runs(n: usize, args: &[&str], what: &str) -> Output {
+    let first = detrun(args);
+    assert_eq!(
+        code(&first),
+        0,
+        "{what}: `detrun {}` failed:\n{}",
+        args.join(" "),
+        show(&first)
+    );
+    for i in 1..n {
+        let again = detrun(args);
+        assert_same(&first, &again, &format!("{what} (run {i} vs run 0)"));
+    }
+    first
+}
+
+/// Build the Go guest in testdata/NAME with `go build`; returns the binary.
+pub fn build_go(name: &str) -> PathBuf {
+    let out = guest_dir().join(name);
+    let o = Command::new("go")
+        .args(["build", "-buildvcs=false", "-o"])
+        .arg(&out)
+        .arg(".")
+        .current_dir(root().join("testdata").join(name))
+        .output()
+        .expect("`go` must be installed to test the Go guests (apt-get install golang-go)");
+    assert!(
+        o.status.success(),
+        "go build of testdata/{name} failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+/// Build the Rust guest crate in testdata/NAME (its own workspace, release);
+/// returns the binary.
+pub fn build_cargo_guest(name: &str) -> PathBuf {
+    let guest = root().join("testdata").join(name);
+    let target = guest.join("target");
+    let st = Command::new(env!("CARGO"))
+        .args(["build", "--release", "--manifest-path"])
+        .arg(guest.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target)
+        .current_dir(root())
+        .status()
+        .unwrap_or_else(|e| panic!("run cargo build for {name}: {e}"));
+    assert!(st.success(), "building testdata/{name} failed");
+    let bin = target.join("release").join(name);
+    assert!(bin.exists(), "{} missing after build", bin.display());
+    bin
+}

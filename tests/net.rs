@@ -6,26 +6,8 @@
 use detrun_tests::*;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
-
-/// Run `detrun ARGS` `n` times; every run must exit 0 and be byte-identical
-/// (stdout and status) to the first. Returns the first run.
-fn same_runs(n: usize, args: &[&str], what: &str) -> Output {
-    let first = detrun(args);
-    assert_eq!(
-        code(&first),
-        0,
-        "{what}: `detrun {}` failed:\n{}",
-        args.join(" "),
-        show(&first)
-    );
-    for i in 1..n {
-        let again = detrun(args);
-        assert_same(&first, &again, &format!("{what} (run {i} vs run 0)"));
-    }
-    first
-}
 
 fn testdata(name: &str) -> String {
     path_str(&root().join("testdata").join(name)).to_string()
@@ -361,19 +343,7 @@ fn node_http_in_one_process() {
 /// order the server saw the messages in is the same on every run.
 #[test]
 fn tokio_tcp_guest() {
-    let guest = root().join("testdata/tokio_net_guest");
-    let target = guest.join("target");
-    let st = Command::new(env!("CARGO"))
-        .args(["build", "--release", "--manifest-path"])
-        .arg(guest.join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target)
-        .current_dir(root())
-        .status()
-        .expect("run cargo build for tokio_net_guest");
-    assert!(st.success(), "building testdata/tokio_net_guest failed");
-    let bin = target.join("release/tokio_net_guest");
-    assert!(bin.exists(), "{} missing after build", bin.display());
+    let bin = build_cargo_guest("tokio_net_guest");
     let o = same_runs(5, &["--seed", "4", "--", path_str(&bin)], "tokio_net_guest");
     let out = stdout(&o);
     assert!(out.contains("messages 40\n"), "{}", show(&o));
@@ -593,31 +563,12 @@ fn echo_with_faults_is_identical_under_load() {
     }
 }
 
-/// Build testdata/go_net_guest with `go build`, as the scheduler tests build
-/// testdata/go_guest.
-fn build_go_net_guest() -> PathBuf {
-    let out = guest_dir().join("go_net_guest");
-    let o = Command::new("go")
-        .args(["build", "-buildvcs=false", "-o"])
-        .arg(&out)
-        .arg(".")
-        .current_dir(root().join("testdata/go_net_guest"))
-        .output()
-        .expect("`go` must be installed to test the Go guest (apt-get install golang-go)");
-    assert!(
-        o.status.success(),
-        "go build of testdata/go_net_guest failed:\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    out
-}
-
 /// A Go net/http server and http.Client in one process (20 sequential and
 /// 10 concurrent GETs from goroutines), a TCP echo through net.Dial and a
 /// UDP exchange through net.ListenUDP / net.DialUDP: the same on every run.
 #[test]
 fn go_http_server_and_client() {
-    let bin = build_go_net_guest();
+    let bin = build_go("go_net_guest");
     let o = same_runs(5, &["--seed", "3", "--", path_str(&bin)], "go_net_guest");
     let out = stdout(&o);
     let responses: Vec<&str> = out

@@ -6,29 +6,8 @@
 
 use detrun_tests::*;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
-
-/// Run `detrun ARGS` `n` times; every run must exit 0 and be byte-identical
-/// (stdout and status) to the first.  Returns the first run.
-fn same_runs(n: usize, args: &[&str], what: &str) -> Output {
-    let first = detrun(args);
-    assert_eq!(
-        code(&first),
-        0,
-        "{what}: `detrun {}` exited {}:\n--- stdout\n{}\n--- stderr\n{}",
-        args.join(" "),
-        code(&first),
-        stdout(&first),
-        stderr(&first)
-    );
-    for i in 1..n {
-        let again = detrun(args);
-        assert_same(&first, &again, &format!("{what} (run {} vs run 0)", i));
-    }
-    first
-}
 
 fn total_of(o: &Output) -> u64 {
     let out = stdout(o);
@@ -375,19 +354,7 @@ w.on('message', (m) => { order.push('w:' + m); done(); });
 /// (6c) A multi-threaded tokio runtime (testdata/tokio_guest).
 #[test]
 fn tokio_runtime_is_deterministic() {
-    let guest = root().join("testdata/tokio_guest");
-    let target = guest.join("target");
-    let st = Command::new(env!("CARGO"))
-        .args(["build", "--release", "--manifest-path"])
-        .arg(guest.join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target)
-        .current_dir(root())
-        .status()
-        .expect("run cargo build for tokio_guest");
-    assert!(st.success(), "building testdata/tokio_guest failed");
-    let bin = target.join("release/tokio_guest");
-    assert!(bin.exists(), "{} missing after build", bin.display());
+    let bin = build_cargo_guest("tokio_guest");
     let o = same_runs(
         5,
         &["--seed", "4", "--", bin.to_str().unwrap()],
@@ -396,27 +363,10 @@ fn tokio_runtime_is_deterministic() {
     assert!(stdout(&o).contains("messages 160 "), "{}", stdout(&o));
 }
 
-fn build_go_guest() -> PathBuf {
-    let out = guest_dir().join("go_guest");
-    let o = Command::new("go")
-        .args(["build", "-buildvcs=false", "-o"])
-        .arg(&out)
-        .arg(".")
-        .current_dir(root().join("testdata/go_guest"))
-        .output()
-        .expect("`go` must be installed to test the Go guest (apt-get install golang-go)");
-    assert!(
-        o.status.success(),
-        "go build of testdata/go_guest failed:\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    out
-}
-
 /// (6d) The Go runtime: 50 goroutines over several Ms, timers, a channel.
 #[test]
 fn go_runtime_is_deterministic() {
-    let bin = build_go_guest();
+    let bin = build_go("go_guest");
     let o = same_runs(5, &["--seed", "4", "--", bin.to_str().unwrap()], "go_guest");
     let out = stdout(&o);
     assert!(out.contains("received: 5000"), "{out}");
