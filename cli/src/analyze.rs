@@ -41,6 +41,8 @@ pub struct AnalyzeArgs {
     #[arg(long, default_value_t = 60)]
     timeout: u64,
     #[command(flatten)]
+    net: crate::netargs::NetOpts,
+    #[command(flatten)]
     program: crate::Program,
 }
 
@@ -51,7 +53,13 @@ struct Probe {
     stderr: String,
 }
 
-fn probe(mut args: Vec<String>, command: &[OsString], timeout: Duration) -> Result<Probe> {
+fn probe(
+    mut args: Vec<String>,
+    net: &[String],
+    command: &[OsString],
+    timeout: Duration,
+) -> Result<Probe> {
+    args.extend_from_slice(net);
     let sum = std::env::temp_dir().join(format!("detrun-analyze-{}.json", std::process::id()));
     args.push("--summary-json".into());
     args.push(sum.to_string_lossy().into_owned());
@@ -133,6 +141,10 @@ fn quote(command: &[OsString]) -> String {
 
 pub fn analyze(a: &AnalyzeArgs) -> Result<i32> {
     let timeout = Duration::from_secs(a.timeout.max(1));
+    if let Err(e) = a.net.config() {
+        bail!("{e}");
+    }
+    let netf = a.net.flags();
     let dir = a
         .out_dir
         .clone()
@@ -147,7 +159,7 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<i32> {
         full_path.to_string_lossy().into_owned(),
     ];
     args.extend(a.policy.flags(&a.pct));
-    if !probe(args, &a.program.command, timeout)?.failed {
+    if !probe(args, &netf, &a.program.command, timeout)?.failed {
         bail!(
             "seed {} does not fail under --policy {}: nothing to analyze",
             a.seed,
@@ -156,6 +168,7 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<i32> {
     }
     if probe(
         vec!["--seed".into(), seed.clone()],
+        &netf,
         &a.program.command,
         timeout,
     )?
@@ -174,7 +187,7 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<i32> {
             "--schedule".into(),
             probe_path.to_string_lossy().into_owned(),
         ];
-        probe(args, &a.program.command, timeout)
+        probe(args, &netf, &a.program.command, timeout)
     };
     if !run_prefix(n)?.failed {
         bail!("replaying the recorded schedule does not fail: the failure is not reproducible by schedule alone");
@@ -207,7 +220,7 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<i32> {
             "--schedule".into(),
             probe_path.to_string_lossy().into_owned(),
         ];
-        let p = probe(args, &a.program.command, timeout)?;
+        let p = probe(args, &netf, &a.program.command, timeout)?;
         // A swap the run could not follow says nothing about the race.
         if !p.failed && !p.diverged {
             swap = Some((i, cand));
@@ -266,7 +279,7 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<i32> {
             "--backtrace-turn".into(),
             turn.to_string(),
         ];
-        let p = probe(args, &a.program.command, timeout)?;
+        let p = probe(args, &netf, &a.program.command, timeout)?;
         Ok((p, std::fs::read_to_string(&trace).unwrap_or_default()))
     };
     let (fa, ftrace) = confirm(&fail_sched, "fail", turn_a)?;
@@ -282,6 +295,7 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<i32> {
             "--schedule".into(),
             pass_sched.to_string_lossy().into_owned(),
         ],
+        &netf,
         &a.program.command,
         timeout,
     )?;
@@ -345,12 +359,13 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<i32> {
         );
     }
     let cmd = quote(&a.program.command);
+    let net: String = netf.iter().map(|f| format!(" {f}")).collect();
     println!(
-        "replay failing: detrun --schedule {} -- {cmd}",
+        "replay failing: detrun{net} --schedule {} -- {cmd}",
         fail_sched.display()
     );
     println!(
-        "replay passing: detrun --schedule {} -- {cmd}",
+        "replay passing: detrun{net} --schedule {} -- {cmd}",
         pass_sched.display()
     );
     Ok(0)
