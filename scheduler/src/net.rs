@@ -219,6 +219,10 @@ pub struct Net {
     dgrams: BTreeMap<(u64, u64), Datagram>,
     seq: u64,
     next_port: u16,
+    /// Sockets with a pending error, and UDP sockets ever made: cheap
+    /// answers for the tracer's hot path.
+    errors: usize,
+    udp: usize,
     pub stats: NetStats,
 }
 
@@ -252,6 +256,8 @@ impl Net {
             dgrams: BTreeMap::new(),
             seq: 0,
             next_port: EPH_LO,
+            errors: 0,
+            udp: 0,
             stats: NetStats::default(),
         }
     }
@@ -266,6 +272,9 @@ impl Net {
     // ---- sockets ----
 
     pub fn socket(&mut self, proto: Proto, family: Family) -> SockId {
+        if proto == Proto::Udp {
+            self.udp += 1;
+        }
         let id = self.next_sock;
         self.next_sock += 1;
         self.socks.insert(
@@ -739,7 +748,9 @@ impl Net {
         if let Some(c) = self.conns.remove(&conn) {
             for s in [Some(c.client), c.server].into_iter().flatten() {
                 if let Some(x) = self.socks.get_mut(&s) {
-                    x.pending_error = Some(ECONNRESET);
+                    if x.pending_error.replace(ECONNRESET).is_none() {
+                        self.errors += 1;
+                    }
                     x.conn = None;
                     x.peer = None;
                 }
@@ -850,6 +861,7 @@ impl Net {
         match self.socks.get_mut(&sender) {
             Some(s) if s.peer.is_some() && s.pending_error.is_none() => {
                 s.pending_error = Some(ECONNREFUSED);
+                self.errors += 1;
                 true
             }
             _ => false,
@@ -870,6 +882,25 @@ impl Net {
         });
         let d = self.dgrams.keys().next().map(|k| k.0);
         streams.chain(d).min()
+    }
+
+    /// Some socket has an error its next read or write reports.
+    pub fn any_pending_error(&self) -> bool {
+        self.errors > 0
+    }
+
+    /// The error a socket's next read or write reports, taken.
+    pub fn take_error(&mut self, id: SockId) -> Option<i32> {
+        let e = self.socks.get_mut(&id)?.pending_error.take();
+        if e.is_some() {
+            self.errors -= 1;
+        }
+        e
+    }
+
+    /// Some UDP socket is open (its writes are datagrams the world sends).
+    pub fn has_udp(&self) -> bool {
+        self.udp > 0
     }
 
     pub fn active(&self) -> bool {
@@ -968,6 +999,27 @@ mod tests {
         assert_eq!(n.next_due(), None, "stalled direction waits for its reader");
         n.drained(conn, Side::Server);
         assert_eq!(n.head(conn, Side::Client, 6100), Some(Head::Data(b"i")));
+    }
+
+    #[test]
+    fn a_reset_leaves_one_error_per_socket() {
+        let mut n = net(NetConfig::default());
+        let l = n.socket(Proto::Tcp, Family::V4);
+        n.bind(l, a("127.0.0.1:80")).unwrap();
+        n.listen(l).unwrap();
+        let c = n.socket(Proto::Tcp, Family::V4);
+        let conn = n.connect(c, l, a("127.0.0.1:80")).unwrap();
+        let srv = n.socket(Proto::Tcp, Family::V4);
+        n.accept(conn, srv).unwrap();
+        assert!(!n.any_pending_error());
+        n.reset_conn(conn);
+        assert!(n.any_pending_error());
+        assert_eq!(n.take_error(c), Some(ECONNRESET));
+        assert_eq!(n.take_error(c), None);
+        assert!(n.any_pending_error());
+        assert_eq!(n.take_error(srv), Some(ECONNRESET));
+        assert!(!n.any_pending_error());
+        assert!(!n.has_udp());
     }
 
     #[test]

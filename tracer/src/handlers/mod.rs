@@ -125,7 +125,7 @@ fn route(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
         SYS_read | SYS_readv | SYS_recvfrom | SYS_recvmsg | SYS_recvmmsg | SYS_accept
         | SYS_accept4 | SYS_write | SYS_writev | SYS_sendto | SYS_sendmsg | SYS_sendmmsg
         | SYS_connect
-            if !s.net.cookies.is_empty() =>
+            if net::may_concern(s, a.nr) =>
         {
             match net::intercept(s, tid, a, regs) {
                 Some(o) => o,

@@ -83,6 +83,22 @@ pub fn socket_exit(
     s.continue_running(tid);
 }
 
+/// Whether a call may act on a virtual socket in a way the network must
+/// handle. Plain reads and writes need it only when a socket has an error
+/// to report or (writes) a UDP socket exists: a TCP socket's bytes are the
+/// kernel's, so the usual descriptor handler does without a second look.
+pub fn may_concern(s: &Supervisor, nr: i64) -> bool {
+    if s.net.cookies.is_empty() {
+        return false;
+    }
+    let n = &s.world.net;
+    match nr {
+        libc::SYS_read | libc::SYS_readv => n.any_pending_error(),
+        libc::SYS_write | libc::SYS_writev => n.any_pending_error() || n.has_udp(),
+        _ => true,
+    }
+}
+
 /// The virtual socket behind a guest descriptor.
 fn vsock(s: &Supervisor, tid: pid_t, fd: u64) -> Option<(SockId, OwnedFd)> {
     if s.net.cookies.is_empty() {
@@ -152,10 +168,8 @@ pub fn intercept(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Option
             | SYS_sendmsg
             | SYS_sendmmsg
     );
-    if let (true, Some(e)) = (io, sk.pending_error) {
-        if let Some(x) = s.world.net.sock_mut(id) {
-            x.pending_error = None;
-        }
+    if io && sk.pending_error.is_some() {
+        let e = s.world.net.take_error(id)?;
         if proto == Proto::Udp {
             crate::net::drop_marker(&f);
         }
