@@ -19,6 +19,8 @@ const AT_RANDOM: u64 = 25;
 const AT_SYSINFO_EHDR: u64 = 33;
 const ARCH_SET_CPUID: u64 = 0x1012;
 
+pub const NO_CPUID_FAULTING: &str = "this CPU has no CPUID faulting: cpuid answers are the host's (same on this machine, may differ on another)";
+
 pub fn on_exec(s: &mut Supervisor, tid: pid_t) {
     let former = sys::event_msg(tid).map(|m| m as pid_t).unwrap_or(tid);
     if former != tid {
@@ -182,7 +184,7 @@ fn rearm_cpuid(s: &mut Supervisor, tid: pid_t) {
     if rax != 0 {
         // ENODEV: the CPU has no CPUID faulting (e.g. AMD). Do not try again.
         s.cpuid_faulting = false;
-        s.stats.note("cpuid", "this CPU has no CPUID faulting: cpuid answers are the host's (same on this machine, may differ on another)");
+        s.stats.note("cpuid", NO_CPUID_FAULTING);
     }
     let _ = sys::set_regs(tid, &saved);
 }

@@ -333,7 +333,12 @@ impl Supervisor {
         let epoch_ns = cfg.epoch_secs.saturating_mul(1_000_000_000);
         let script = cfg.script.clone();
         let mut cpuid = CpuidTable::fixed(cfg.ncpus);
-        cpuid.restrict_to(crate::handlers::misc::host_cpuid);
+        // Asking the host costs a VM exit per leaf: only when the table
+        // will be used.
+        let faulting = cpuid_faulting_supported();
+        if faulting {
+            cpuid.restrict_to(crate::handlers::misc::host_cpuid);
+        }
         let mut world = World::new(wcfg);
         if let Some(sc) = script {
             world.set_script(sc);
@@ -360,7 +365,7 @@ impl Supervisor {
             shutting_down: false,
             namespaces: false,
             kernel_retry: false,
-            cpuid_faulting: true,
+            cpuid_faulting: faulting,
             in_kernel: BTreeMap::new(),
             trace: None,
             fsv: detrun_scheduler::fsview::FsView::new(
@@ -412,6 +417,9 @@ impl Supervisor {
                 "network",
                 "--net=host: AF_INET sockets use the host's network (each use is a hazard)",
             );
+        }
+        if !self.cpuid_faulting {
+            self.stats.note("cpuid", crate::exec::NO_CPUID_FAULTING);
         }
         let joined = !self.cfg.net_host && sp.namespaces && self.net.join(sp.guest);
         if !self.cfg.net_host && !joined {
@@ -1656,6 +1664,20 @@ fn pin_cpu(cpu: Option<usize>) {
         libc::CPU_SET(c, &mut set);
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
     }
+}
+
+/// Whether this CPU can make `cpuid` fault: try it on ourselves and turn
+/// it straight back off (nothing runs cpuid in between).
+fn cpuid_faulting_supported() -> bool {
+    const ARCH_SET_CPUID: libc::c_ulong = 0x1012;
+    // SAFETY: arch_prctl on our own thread with integer arguments.
+    unsafe {
+        if libc::syscall(libc::SYS_arch_prctl, ARCH_SET_CPUID, 0 as libc::c_ulong) != 0 {
+            return false;
+        }
+        libc::syscall(libc::SYS_arch_prctl, ARCH_SET_CPUID, 1 as libc::c_ulong);
+    }
+    true
 }
 
 /// A value unique to this run among concurrent ones (never seen by the
