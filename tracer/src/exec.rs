@@ -160,31 +160,15 @@ fn rearm_cpuid(s: &mut Supervisor, tid: pid_t) {
         );
         return;
     };
-    let Ok(saved) = sys::get_regs(tid) else {
-        return;
-    };
-    let mut r = saved;
-    r.rip = insn;
-    r.rax = libc::SYS_arch_prctl as u64;
-    r.orig_rax = u64::MAX;
-    r.rdi = ARCH_SET_CPUID;
-    r.rsi = 0;
-    if sys::set_regs(tid, &r).is_err() || sys::singlestep(tid).is_err() {
-        return;
-    }
-    loop {
-        match sys::wait_pid(tid, 0) {
-            Ok((_, st)) if libc::WIFSTOPPED(st) => break,
-            Ok(_) => return,
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-            Err(_) => return,
-        }
-    }
-    let rax = sys::get_regs(tid).map(|r| r.rax as i64).unwrap_or(-1);
-    if rax != 0 {
+    let r = crate::vdso::inject(
+        tid,
+        insn,
+        libc::SYS_arch_prctl,
+        [ARCH_SET_CPUID, 0, 0, 0, 0, 0],
+    );
+    if r.is_some_and(|rax| rax != 0) {
         // ENODEV: the CPU has no CPUID faulting (e.g. AMD). Do not try again.
         s.cpuid_faulting = false;
         s.stats.note("cpuid", NO_CPUID_FAULTING);
     }
-    let _ = sys::set_regs(tid, &saved);
 }

@@ -48,38 +48,20 @@ fn patch_own_vdso() -> bool {
         return false;
     }
     img.truncate(n);
-    let Ok(elf) = goblin::elf::Elf::parse(&img) else {
+    let Some(funcs) = crate::vdso::functions(&img, base) else {
         return false;
     };
-    let link = elf
-        .program_headers
-        .iter()
-        .find(|p| p.p_type == goblin::elf::program_header::PT_LOAD)
-        .map_or(0, |p| p.p_vaddr);
     let mut patches = Vec::new();
-    for sym in elf.dynsyms.iter() {
-        if sym.st_type() != goblin::elf::sym::STT_FUNC || sym.st_value == 0 {
+    for f in &funcs {
+        // getrandom and the others do not read the TSC.
+        let Some(nr) = crate::vdso::syscall_of(&f.name) else {
             continue;
-        }
-        let Some(name) = elf.dynstrtab.get_at(sym.st_name) else {
-            continue;
-        };
-        let nr = match name.trim_start_matches("__vdso_") {
-            "clock_gettime" => libc::SYS_clock_gettime,
-            "gettimeofday" => libc::SYS_gettimeofday,
-            "time" => libc::SYS_time,
-            "clock_getres" => libc::SYS_clock_getres,
-            "getcpu" => libc::SYS_getcpu,
-            _ => continue, // getrandom and others do not read the TSC
         };
         let code = detrun_shim::syscall_stub(nr as u32);
-        if sym.st_size != 0 && (sym.st_size as usize) < code.len() {
+        if f.size != 0 && (f.size as usize) < code.len() {
             return false;
         }
-        let Some(addr) = (base + sym.st_value).checked_sub(link) else {
-            return false;
-        };
-        patches.push((addr, code));
+        patches.push((f.addr, code));
     }
     patches
         .iter()

@@ -222,28 +222,27 @@ pub fn install(s: &mut Supervisor, tid: pid_t, vdso: u64, insn: u64) -> bool {
     let ok = map(shim::DATA_ADDR, libc::PROT_READ | libc::PROT_WRITE, 0)
         && map(shim::CODE_ADDR, libc::PROT_READ | libc::PROT_EXEC, 4096);
     inject(tid, insn, libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0]);
-    ok && patch(s, tid, vdso)
+    ok && patch(tid, vdso)
 }
 
-/// Point every function of the vDSO at `base` at a stub.
-fn patch(s: &mut Supervisor, tid: pid_t, base: u64) -> bool {
-    let mut img = vec![0u8; 8192];
-    if sys::read_mem(tid, base, &mut img[..4096]).is_err() {
-        return false;
-    }
-    if sys::read_mem(tid, base + 4096, &mut img[4096..]).is_err() {
-        img.truncate(4096);
-    }
-    let Ok(elf) = goblin::elf::Elf::parse(&img) else {
-        return false;
-    };
+/// A function of a vDSO image as loaded: its name without `__vdso_`, its
+/// address and size (0: unknown).
+pub struct VdsoFn {
+    pub name: String,
+    pub addr: u64,
+    pub size: u64,
+}
+
+/// The functions of the vDSO image `img` loaded at `base`, one per address.
+pub fn functions(img: &[u8], base: u64) -> Option<Vec<VdsoFn>> {
+    let elf = goblin::elf::Elf::parse(img).ok()?;
     // Symbol values are link addresses; the image is loaded at `base`.
     let link = elf
         .program_headers
         .iter()
         .find(|p| p.p_type == goblin::elf::program_header::PT_LOAD)
         .map_or(0, |p| p.p_vaddr);
-    let mut patches: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut out: Vec<VdsoFn> = Vec::new();
     for sym in elf.dynsyms.iter() {
         if sym.st_type() != goblin::elf::sym::STT_FUNC || sym.st_value == 0 {
             continue;
@@ -251,45 +250,68 @@ fn patch(s: &mut Supervisor, tid: pid_t, base: u64) -> bool {
         let Some(name) = elf.dynstrtab.get_at(sym.st_name) else {
             continue;
         };
-        let plain = name.trim_start_matches("__vdso_");
-        let code = match plain {
-            "clock_gettime" => shim::jump_to(shim::CODE_ADDR + shim::CLOCK_GETTIME_AT),
-            "gettimeofday" => shim::jump_to(shim::CODE_ADDR + shim::GETTIMEOFDAY_AT),
-            "time" => shim::jump_to(shim::CODE_ADDR + shim::TIME_AT),
-            "clock_getres" => shim::syscall_stub(libc::SYS_clock_getres as u32),
-            "getcpu" => shim::syscall_stub(libc::SYS_getcpu as u32),
+        let addr = (base + sym.st_value).checked_sub(link)?;
+        if !out.iter().any(|f| f.addr == addr) {
+            out.push(VdsoFn {
+                name: name.trim_start_matches("__vdso_").to_string(),
+                addr,
+                size: sym.st_size,
+            });
+        }
+    }
+    Some(out)
+}
+
+/// The syscall a vDSO function stands for, for those that read the TSC or
+/// the CPU (the others, getrandom for one, have no such syscall twin here).
+pub fn syscall_of(name: &str) -> Option<i64> {
+    Some(match name {
+        "clock_gettime" => libc::SYS_clock_gettime,
+        "gettimeofday" => libc::SYS_gettimeofday,
+        "time" => libc::SYS_time,
+        "clock_getres" => libc::SYS_clock_getres,
+        "getcpu" => libc::SYS_getcpu,
+        _ => return None,
+    })
+}
+
+/// Point every function of the vDSO at `base` at a stub.
+fn patch(tid: pid_t, base: u64) -> bool {
+    let mut img = vec![0u8; 8192];
+    if sys::read_mem(tid, base, &mut img[..4096]).is_err() {
+        return false;
+    }
+    if sys::read_mem(tid, base + 4096, &mut img[4096..]).is_err() {
+        img.truncate(4096);
+    }
+    let Some(funcs) = functions(&img, base) else {
+        return false;
+    };
+    let mut patches: Vec<(u64, Vec<u8>)> = Vec::new();
+    for f in &funcs {
+        let stub = match f.name.as_str() {
+            "clock_gettime" => Some(shim::CLOCK_GETTIME_AT),
+            "gettimeofday" => Some(shim::GETTIMEOFDAY_AT),
+            "time" => Some(shim::TIME_AT),
+            _ => None,
+        };
+        let jump = stub.map(|at| shim::jump_to(shim::CODE_ADDR + at));
+        // A jump that does not fit in the function becomes the syscall.
+        let code = match (jump, syscall_of(&f.name)) {
+            (Some(j), _) if f.size as usize >= j.len() => j,
+            (_, Some(nr)) => shim::syscall_stub(nr as u32),
             _ => shim::ENOSYS_STUB.to_vec(),
         };
-        // A stub that does not fit in the function becomes the syscall.
-        let code = if (sym.st_size as usize) < code.len() {
-            match plain {
-                "clock_gettime" => shim::syscall_stub(libc::SYS_clock_gettime as u32),
-                "gettimeofday" => shim::syscall_stub(libc::SYS_gettimeofday as u32),
-                "time" => shim::syscall_stub(libc::SYS_time as u32),
-                _ => code,
-            }
-        } else {
-            code
-        };
-        if (sym.st_size as usize) < code.len() && sym.st_size != 0 {
+        if f.size != 0 && (f.size as usize) < code.len() {
             return false;
         }
-        let Some(addr) = (base + sym.st_value).checked_sub(link) else {
-            return false;
-        };
-        if !patches.iter().any(|p| p.0 == addr) {
-            patches.push((addr, code));
-        }
+        patches.push((f.addr, code));
     }
     if patches.is_empty() {
         return false;
     }
-    for (addr, code) in &patches {
-        if sys::write_mem(tid, *addr, code).is_err() {
-            // Half-patched vDSO: the caller hides it.
-            return false;
-        }
-    }
-    let _ = s;
-    true
+    // A failure leaves the vDSO half patched: the caller hides it.
+    patches
+        .iter()
+        .all(|(addr, code)| sys::write_mem(tid, *addr, code).is_ok())
 }

@@ -43,7 +43,7 @@ impl Supervisor {
     }
 }
 
-fn ready(f: &OwnedFd, events: i16) -> bool {
+pub(crate) fn ready(f: &OwnedFd, events: i16) -> bool {
     let mut p = libc::pollfd {
         fd: f.as_raw_fd(),
         events,
@@ -62,7 +62,7 @@ fn mode_of(f: &OwnedFd) -> Option<(u32, u64)> {
     Some((st.st_mode & libc::S_IFMT, st.st_rdev))
 }
 
-fn nonblocking(f: &OwnedFd) -> bool {
+pub(crate) fn nonblocking(f: &OwnedFd) -> bool {
     // SAFETY: F_GETFL on an owned descriptor.
     let fl = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) };
     fl >= 0 && fl & libc::O_NONBLOCK != 0

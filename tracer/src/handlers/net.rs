@@ -6,6 +6,7 @@
 //! AF_UNIX sockets of the guest's own) return `None` and go on to their
 //! usual handler.
 
+use super::io::{nonblocking, ready};
 use super::{Out, EFAULT, EINVAL};
 use crate::net::{encode_addr, read_addr, write_addr};
 use crate::supervisor::{Post, Supervisor};
@@ -107,22 +108,6 @@ fn vsock(s: &Supervisor, tid: pid_t, fd: u64) -> Option<(SockId, OwnedFd)> {
     let f = s.steal(tid, fd as i32)?;
     let id = s.net.lookup(&f)?;
     Some((id, f))
-}
-
-fn ready(f: &OwnedFd, ev: i16) -> bool {
-    let mut p = libc::pollfd {
-        fd: f.as_raw_fd(),
-        events: ev,
-        revents: 0,
-    };
-    // SAFETY: polling one owned descriptor without blocking.
-    unsafe { libc::poll(&mut p, 1, 0) > 0 }
-}
-
-fn nonblocking(f: &OwnedFd) -> bool {
-    // SAFETY: F_GETFL on an owned descriptor.
-    let fl = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) };
-    fl >= 0 && fl & libc::O_NONBLOCK != 0
 }
 
 fn sock_type(s: &Supervisor, id: SockId) -> i32 {
