@@ -232,6 +232,86 @@ pub struct RunArgs {
     /// (same results, ~100x slower per call). Example: --no-fast-time
     #[arg(long)]
     no_fast_time: bool,
+
+    /// Take a checkpoint at the first scheduling point at or after this
+    /// virtual time (`250ms`, `1.5s`) or count of scheduling decisions
+    /// (`event:1200`): every guest process is forked copy-on-write and the
+    /// run continues from the copy, or, with --branch-seed, each branch runs
+    /// from it. Example: --checkpoint-at 40ms --branch-seed 7 --branch-seed 8
+    #[arg(long, value_name = "WHEN", conflicts_with = "branch_at")]
+    checkpoint_at: Option<String>,
+
+    /// Branch in place (no checkpoint): from this point on, scheduling and
+    /// network faults come from --branch-seed. The same history as the branch
+    /// run from a checkpoint at this point. Example: --branch-at 40ms --branch-seed 7
+    #[arg(long, value_name = "WHEN", requires = "branch_seed")]
+    branch_at: Option<String>,
+
+    /// Seed of the rest of the run after --branch-at or --checkpoint-at;
+    /// with --checkpoint-at it may repeat, one branch each. Example: --branch-seed 7
+    #[arg(long, value_name = "SEED")]
+    branch_seed: Vec<u64>,
+
+    /// Write each branch's stdout, stderr (and trace, with --trace) and
+    /// results.json here. When detrun's own stdout and stderr are files, a
+    /// branch's files begin with the output from before the checkpoint.
+    /// Example: --branch-out branches/
+    #[arg(long, value_name = "DIR")]
+    branch_out: Option<PathBuf>,
+
+    /// A checkpoint every this much virtual time, the --branch-seed
+    /// branches from each, the run going on after (used by explore).
+    #[arg(long, value_name = "TIME", hide = true, conflicts_with_all = ["checkpoint_at", "branch_at"])]
+    checkpoint_every: Option<String>,
+}
+
+/// The branch plan of the run options (None: no branching).
+fn branch_plan(
+    cli: &RunArgs,
+) -> std::result::Result<Option<detrun_tracer::config::BranchPlan>, String> {
+    use detrun_tracer::checkpoint::BranchAt;
+    use detrun_tracer::config::BranchPlan;
+    let seeds: Vec<Option<u64>> = cli.branch_seed.iter().map(|&s| Some(s)).collect();
+    if let Some(d) = &cli.branch_out {
+        std::fs::create_dir_all(d).map_err(|e| format!("--branch-out {}: {e}", d.display()))?;
+    }
+    let plan = if let Some(w) = &cli.branch_at {
+        if cli.branch_seed.len() != 1 {
+            return Err("--branch-at takes exactly one --branch-seed".into());
+        }
+        BranchPlan {
+            at: vec![BranchAt::parse(w)?],
+            seeds,
+            ..Default::default()
+        }
+    } else if let Some(w) = &cli.checkpoint_at {
+        BranchPlan {
+            at: vec![BranchAt::parse(w)?],
+            seeds: if seeds.is_empty() { vec![None] } else { seeds },
+            checkpoint: true,
+            out_dir: cli.branch_out.clone(),
+            ..Default::default()
+        }
+    } else if let Some(w) = &cli.checkpoint_every {
+        let every = match BranchAt::parse(w)? {
+            BranchAt::Time(t) if t > 0 => t,
+            _ => return Err("--checkpoint-every takes a virtual time, e.g. 20ms".into()),
+        };
+        BranchPlan {
+            every: Some(every),
+            seeds,
+            checkpoint: true,
+            continue_base: true,
+            out_dir: cli.branch_out.clone(),
+            ..Default::default()
+        }
+    } else {
+        if !cli.branch_seed.is_empty() {
+            return Err("--branch-seed needs --branch-at or --checkpoint-at".into());
+        }
+        return Ok(None);
+    };
+    Ok(Some(plan))
 }
 
 /// Find `prog` the way a shell would. Errors carry the exit code.
@@ -299,7 +379,16 @@ pub fn run(cli: &RunArgs, command: &[OsString]) -> Result<i32> {
             return Ok(2);
         }
     };
+    let branch = match branch_plan(cli) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("detrun: {e}");
+            return Ok(2);
+        }
+    };
     let cfg = RunConfig {
+        capture_branches: cli.branch_out.is_some(),
+        branch,
         fast_time: !cli.no_fast_time,
         net,
         net_host,

@@ -243,6 +243,11 @@ pub const EDESTADDRREQ: i32 = 89;
 pub const EMSGSIZE: i32 = 90;
 
 impl Net {
+    /// Fault decisions from here on come from `rng` (a branch).
+    pub fn reseed(&mut self, rng: ChaCha20Rng) {
+        self.rng = rng;
+    }
+
     pub fn new(cfg: NetConfig, rng: ChaCha20Rng, start: u64) -> Net {
         Net {
             cfg,

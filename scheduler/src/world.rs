@@ -366,6 +366,32 @@ impl World {
         &self.cfg
     }
 
+    /// Start an alternate history here: from now on the schedule and the
+    /// network's faults come from `seed`; the program's own randomness and
+    /// everything already decided stay as they are. A run from a checkpoint
+    /// and a run from scratch that branch at the same point are the same.
+    pub fn branch(&mut self, seed: u64) {
+        let streams = Streams::new(seed);
+        // Index 1: a branch's streams never repeat a base run's.
+        self.sched = streams.stream(Purpose::Sched, 1);
+        self.net.reseed(streams.stream(Purpose::Fault, 1));
+        for t in &mut self.threads {
+            t.prio = self.sched.next_u64();
+        }
+        if let Policy::Pct { depth, steps, .. } = self.cfg.policy {
+            self.change_points.clear();
+            for level in 1..depth.max(1) as u64 {
+                let at = self.steps + self.sched.next_u64() % steps.max(1);
+                self.change_points.push((at, level));
+            }
+            self.change_points.sort();
+        }
+        // A followed schedule ends where the branch begins.
+        self.script.clear();
+        self.script_pos = 0;
+        self.pending_insns = None;
+    }
+
     pub fn streams(&self) -> &Streams {
         &self.streams
     }

@@ -59,6 +59,29 @@ pub struct RunConfig {
     /// Python sources that predate the run keep their real times (false:
     /// virtual like every other file).
     pub py_real_times: bool,
+    /// Alternate histories: where to branch, with which seeds, and how.
+    pub branch: Option<BranchPlan>,
+    /// Branch outputs go to their own files (detrun's stdout and stderr
+    /// are then the base run's files).
+    pub capture_branches: bool,
+}
+
+/// Where and how a run branches (see `checkpoint`).
+#[derive(Clone, Debug, Default)]
+pub struct BranchPlan {
+    /// Branch points, ascending; with `every`, points are every multiple.
+    pub at: Vec<crate::checkpoint::BranchAt>,
+    /// A checkpoint every this many virtual ns (explore).
+    pub every: Option<u64>,
+    /// Seeds of the branches run at each point; `None` continues the run
+    /// unchanged (a checkpoint and a resume).
+    pub seeds: Vec<Option<u64>>,
+    /// Fork-based checkpoints (false: branch in place, from scratch).
+    pub checkpoint: bool,
+    /// After the branches of a checkpoint, the base run goes on.
+    pub continue_base: bool,
+    /// Per-branch outputs and `results.json` here.
+    pub out_dir: Option<PathBuf>,
 }
 
 impl Default for RunConfig {
@@ -94,6 +117,8 @@ impl Default for RunConfig {
             net: Default::default(),
             fast_time: true,
             py_real_times: true,
+            branch: None,
+            capture_branches: false,
         }
     }
 }

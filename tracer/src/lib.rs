@@ -4,6 +4,7 @@
 //! turn each intercepted call into an operation on the world.
 
 pub mod backtrace;
+pub mod checkpoint;
 pub mod config;
 pub mod exec;
 pub mod filter;

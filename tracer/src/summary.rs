@@ -12,6 +12,24 @@ pub struct Hazard {
     pub count: u64,
 }
 
+/// One branch run from a checkpoint (`results.json`).
+#[derive(Clone, Debug, Serialize)]
+pub struct BranchResult {
+    pub checkpoint: usize,
+    /// Virtual time and scheduling decisions at the checkpoint.
+    pub at_ns: u64,
+    pub decisions: u64,
+    /// The branch's seed (None: the run continued unchanged).
+    pub seed: Option<u64>,
+    pub exit_code: i32,
+    /// Virtual time at the branch's end.
+    pub virtual_ns: u64,
+    pub wall_ms: u64,
+    pub error: Option<String>,
+    pub stdout: Option<String>,
+    pub stderr: Option<String>,
+}
+
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Summary {
     pub seed: u64,
@@ -59,6 +77,7 @@ pub struct NetSummary {
 }
 
 /// Counters kept during the run without allocation on the hot path.
+#[derive(Clone)]
 pub struct Stats {
     pub by_nr: Box<[u64; 512]>,
     pub rdtsc: u64,

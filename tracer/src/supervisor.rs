@@ -11,6 +11,7 @@
 //! parked in the world and left stopped; it never blocks in the kernel while
 //! holding the turn. See `handlers/` for what each syscall does.
 
+use crate::checkpoint::ns_ids;
 use crate::config::RunConfig;
 use crate::summary::{Stats, Summary};
 use crate::sys::{self, Regs};
@@ -60,6 +61,8 @@ pub enum Resume {
     /// At a seccomp stop with a deliverable signal pending: let the real
     /// (blocking) call run; the kernel returns at once.
     PassReal,
+    /// Resume to the syscall's exit stop (its `Post` is set).
+    Syscall,
 }
 
 /// Why a parked thread is parked, and how each kind of wake completes it.
@@ -128,6 +131,14 @@ pub enum Post {
         rdi: u64,
         rdx: u64,
     },
+    /// Copy mode: a wait that found nothing, skipped; park at its exit.
+    VWait {
+        nr: i64,
+    },
+    /// Copy mode: the call returns this (a child's guest PID) if it succeeded.
+    SetRet {
+        value: i32,
+    },
     /// accept on a virtual listener: name the new socket's peer.
     Accept {
         listener: detrun_scheduler::net::SockId,
@@ -156,6 +167,8 @@ pub struct Tracee {
     pub at_exit: bool,
     pub post: Post,
     pub pending_clone: Option<(u64, u64)>,
+    /// clone's parent_tid and child_tid addresses (CLONE_*_SETTID).
+    pub settid: (u64, u64),
     pub clear_tid: u64,
     pub wcont: Option<WriteCont>,
     /// Stolen descriptors (and poll events) whose readiness wakes this thread.
@@ -164,8 +177,15 @@ pub struct Tracee {
     pub wait_mask: Option<u64>,
     /// The syscall it is parked in, for deadlock reports.
     pub parked_nr: i64,
+    /// Descriptors to steal again into `io` (an instance of a checkpoint).
+    pub io_restore: Vec<(i32, i16)>,
+    /// Guest-visible TID (as the original run had it) and the kernel's
+    /// namespace TID (they differ in copy mode).
+    pub vtid: pid_t,
+    pub nstid: pid_t,
 }
 
+#[derive(Clone)]
 pub struct ProcInfo {
     pub tgid: pid_t,
     pub pidfd: i32,
@@ -174,6 +194,22 @@ pub struct ProcInfo {
     pub parent: Option<ProcId>,
     pub vfork_parent: Option<pid_t>,
     pub alive: bool,
+    /// Guest-visible PID, process group and session; the kernel's
+    /// namespace PID (see `handlers::vpid`; tracked only for checkpoints).
+    pub vpid: pid_t,
+    pub vpgid: pid_t,
+    pub vsid: pid_t,
+    pub nspid: pid_t,
+    /// Wait status once dead, and whether the guest parent reaped it.
+    pub status: Option<i32>,
+    pub reaped: bool,
+    /// Signal for the parent at death (SIGCHLD for fork).
+    pub exit_signal: i32,
+    /// The kernel parent is the guest parent (false for copies, whose
+    /// kernel parent is a frozen process: detrun sends the signal).
+    pub notify_kernel: bool,
+    /// Copy mode's filter is installed.
+    pub copy_filter: bool,
 }
 
 /// How an instruction-level point ended early.
@@ -269,7 +305,7 @@ pub struct Supervisor {
     early: BTreeMap<pid_t, i32>,
     pub running: Option<pid_t>,
     hold: Hold,
-    main_proc: ProcId,
+    pub main_proc: ProcId,
     main_status: Option<i32>,
     pub stats: Stats,
     pub vdso_syscall: Option<u64>,
@@ -307,6 +343,20 @@ pub struct Supervisor {
     pub net: crate::net::NetKernel,
     /// The page the time fast path answers from (None: time calls trap).
     pub clock_page: Option<crate::vdso::ClockPage>,
+    /// The running set is a copy from a checkpoint (see `handlers::vpid`).
+    pub copy_mode: bool,
+    /// Guest PID the next new thread or process gets in copy mode.
+    pub next_vpid: pid_t,
+    /// Guest PIDs are recorded (a run that may checkpoint).
+    pub track_ids: bool,
+    /// Next branch point of `cfg.branch`, and checkpoints taken so far.
+    branch_next: usize,
+    checkpoints: usize,
+    in_branch: bool,
+    /// Branches run so far (for `results.json`).
+    pub branch_results: Vec<crate::summary::BranchResult>,
+    /// The run is over (all its branches ran).
+    ended: bool,
 }
 
 impl Supervisor {
@@ -383,6 +433,14 @@ impl Supervisor {
             timed_out: false,
             net: crate::net::NetKernel::new(None),
             clock_page: None,
+            copy_mode: false,
+            next_vpid: 2,
+            track_ids: false,
+            branch_next: 0,
+            checkpoints: 0,
+            in_branch: false,
+            branch_results: Vec::new(),
+            ended: false,
         }
     }
 
@@ -427,6 +485,7 @@ impl Supervisor {
             self.net = crate::net::NetKernel::new(Some(run_nonce()));
         }
         sys::seize(sp.guest, OPTIONS)?;
+        self.track_ids = self.cfg.branch.as_ref().is_some_and(|b| b.checkpoint);
         let p = self.add_proc(sp.guest, None);
         self.main_proc = p;
         let vt = self.add_thread(sp.guest, p, 0);
@@ -481,16 +540,16 @@ impl Supervisor {
             unsafe { libc::waitpid(rp, &mut st, 0) };
         }
         r?;
-        let mut code = match self.main_status {
-            Some(s) if libc::WIFEXITED(s) => libc::WEXITSTATUS(s),
-            Some(s) if libc::WIFSIGNALED(s) => 128 + libc::WTERMSIG(s),
-            _ => EXIT_INTERNAL,
-        };
-        if self.deadlock.is_some() {
-            code = EXIT_DEADLOCK;
-        }
-        if self.timed_out {
-            code = EXIT_TIMEOUT;
+        let mut code = self.exit_code();
+        if let Some(plan) = &self.cfg.branch {
+            if plan.checkpoint && self.checkpoints == 0 {
+                eprintln!("detrun: no checkpoint was taken (the run ended first, or it could not be checkpointed: see the summary)");
+            }
+            if let Some(d) = &plan.out_dir {
+                let j = serde_json::to_string_pretty(&self.branch_results)
+                    .map_err(std::io::Error::other)?;
+                std::fs::write(d.join("results.json"), j)?;
+            }
         }
         let mut sum = self.stats.summary();
         sum.seed = self.cfg.seed;
@@ -531,6 +590,11 @@ impl Supervisor {
         let id = self.world.add_process();
         let space = self.new_space();
         let pidfd = sys::pidfd_open(tgid).unwrap_or(-1);
+        let (vpid, vpgid, vsid) = if self.track_ids && !self.copy_mode {
+            ns_ids(tgid)
+        } else {
+            (0, 0, 0)
+        };
         self.procs.push(ProcInfo {
             tgid,
             pidfd,
@@ -539,6 +603,15 @@ impl Supervisor {
             parent,
             vfork_parent: None,
             alive: true,
+            vpid,
+            vpgid,
+            vsid,
+            nspid: vpid,
+            status: None,
+            reaped: false,
+            exit_signal: libc::SIGCHLD,
+            notify_kernel: true,
+            copy_filter: false,
         });
         self.stats.processes += 1;
         debug_assert_eq!(id as usize + 1, self.procs.len());
@@ -547,6 +620,13 @@ impl Supervisor {
 
     pub fn add_thread(&mut self, tid: pid_t, proc: ProcId, clear_tid: u64) -> Tid {
         let vt = self.world.add_thread(proc);
+        let vtid = if self.track_ids && !self.copy_mode {
+            let v = crate::checkpoint::ns_id(tid);
+            self.next_vpid = self.next_vpid.max(v + 1);
+            v
+        } else {
+            0
+        };
         self.vt_tid.push(tid);
         self.threads.insert(
             tid,
@@ -560,11 +640,15 @@ impl Supervisor {
                 at_exit: false,
                 post: Post::None,
                 pending_clone: None,
+                settid: (0, 0),
                 clear_tid,
                 wcont: None,
                 io: Vec::new(),
                 wait_mask: None,
                 parked_nr: -1,
+                io_restore: Vec::new(),
+                vtid,
+                nstid: vtid,
             },
         );
         self.stats.threads += 1;
@@ -593,6 +677,12 @@ impl Supervisor {
 
     /// Hand the turn on. Returns false when the run is over.
     fn schedule(&mut self) -> bool {
+        if self.ended {
+            return false;
+        }
+        if self.branch_due() && !self.at_branch_point() {
+            return false;
+        }
         self.pump_net();
         self.check_io();
         match self.world.next_turn() {
@@ -824,6 +914,7 @@ impl Supervisor {
             }
             Resume::Cont(sig) => self.cont(tid, sig),
             Resume::PassReal => self.cont(tid, 0),
+            Resume::Syscall => self.resume_syscall(tid, 0),
             Resume::Redo => {
                 self.on_syscall(tid, true);
                 return;
@@ -1408,6 +1499,9 @@ impl Supervisor {
 
     fn on_syscall(&mut self, tid: pid_t, redo: bool) {
         let Ok(regs) = sys::get_regs(tid) else { return };
+        if self.copy_mode && crate::handlers::vpid::invisible(self, tid, &regs) {
+            return;
+        }
         let Some(t) = self.threads.get(&tid) else {
             return;
         };
@@ -1561,6 +1655,11 @@ impl Supervisor {
     fn process_dead(&mut self, p: ProcId, st: i32) {
         let pi = &mut self.procs[p as usize];
         pi.alive = false;
+        pi.status = Some(st);
+        if self.copy_mode {
+            self.virtual_death(p);
+        }
+        let pi = &mut self.procs[p as usize];
         if pi.pidfd >= 0 {
             // SAFETY: closing our own pidfd.
             unsafe { libc::close(pi.pidfd) };
@@ -1585,6 +1684,212 @@ impl Supervisor {
         if let Some(pp) = parent {
             self.check_signals(Some(pp));
         }
+    }
+
+    /// Copy mode: what the kernel would have done for the guest parent.
+    fn virtual_death(&mut self, p: ProcId) {
+        // Orphans go to init, which reaps them.
+        for c in self.procs.iter_mut() {
+            if c.parent == Some(p) {
+                c.parent = None;
+                if c.status.is_some() {
+                    c.reaped = true;
+                }
+            }
+        }
+        let pi = &self.procs[p as usize];
+        match pi.parent {
+            Some(pp) if self.procs[pp as usize].alive => {
+                if !pi.notify_kernel && pi.exit_signal > 0 {
+                    let tg = self.procs[pp as usize].tgid;
+                    // SAFETY: signalling our own tracee.
+                    unsafe { libc::kill(tg, pi.exit_signal) };
+                }
+            }
+            _ => self.procs[p as usize].reaped = true,
+        }
+    }
+
+    /// Is a branch point (or checkpoint) reached?
+    fn branch_due(&self) -> bool {
+        let Some(plan) = self.cfg.branch.as_ref() else {
+            return false;
+        };
+        if self.in_branch {
+            return false;
+        }
+        let at = match plan.every {
+            Some(e) => {
+                crate::checkpoint::BranchAt::Time(e.saturating_mul(self.branch_next as u64 + 1))
+            }
+            None => match plan.at.get(self.branch_next) {
+                Some(&a) => a,
+                None => return false,
+            },
+        };
+        at.reached(self.world.clock.elapsed(), self.world.decisions)
+    }
+
+    /// At a branch point: branch in place, or checkpoint and run the
+    /// branches from it. False: the run is over.
+    fn at_branch_point(&mut self) -> bool {
+        let Some(plan) = self.cfg.branch.clone() else {
+            return true;
+        };
+        if !plan.checkpoint {
+            self.branch_next += 1;
+            if let Some(Some(seed)) = plan.seeds.first() {
+                self.world.branch(*seed);
+            }
+            return true;
+        }
+        let index = self.checkpoints;
+        let ck = match self.take_checkpoint(index) {
+            Ok(ck) => ck,
+            Err(why) => {
+                // Try again at the next scheduling point.
+                if self.cfg.verbose {
+                    eprintln!("detrun: checkpoint deferred: {why}");
+                }
+                self.stats
+                    .note("checkpoint", &format!("a checkpoint was deferred: {why}"));
+                return true;
+            }
+        };
+        self.branch_next += 1;
+        self.checkpoints += 1;
+        for seed in &plan.seeds {
+            self.run_branch(&ck, *seed, &plan);
+        }
+        if plan.continue_base {
+            self.in_branch = false;
+            let r = self.instantiate(&ck, None, None);
+            self.release_checkpoint(ck);
+            if let Err(e) = r {
+                eprintln!("detrun: cannot resume the run after checkpoint {index}: {e}");
+                self.ended = true;
+                return false;
+            }
+            self.publish_clock();
+            true
+        } else {
+            self.release_checkpoint(ck);
+            self.ended = true;
+            false
+        }
+    }
+
+    /// Run one branch from `ck` to its end; its result goes to
+    /// `branch_results` (and its outputs to the plan's directory).
+    fn run_branch(
+        &mut self,
+        ck: &crate::checkpoint::Checkpoint,
+        seed: Option<u64>,
+        plan: &crate::config::BranchPlan,
+    ) {
+        let started = Instant::now();
+        let name = format!(
+            "c{}-b{}",
+            ck.index,
+            seed.map_or("base".into(), |s| s.to_string())
+        );
+        let files = plan
+            .out_dir
+            .as_ref()
+            .map(|d| [d.join(format!("{name}.out")), d.join(format!("{name}.err"))]);
+        let trace = match (&plan.out_dir, &self.cfg.trace) {
+            (Some(d), Some(_)) => Some(d.join(format!("{name}.trace"))),
+            _ => None,
+        };
+        let capture = if self.cfg.capture_branches {
+            files.clone()
+        } else {
+            None
+        };
+        let base_trace = self.trace.take();
+        self.in_branch = true;
+        let r = self.instantiate(ck, capture, trace.as_deref());
+        let (code, error) = match r {
+            Ok(()) => {
+                if let Some(s) = seed {
+                    self.world.branch(s);
+                }
+                self.publish_clock();
+                let r = self.event_loop();
+                self.kill_all();
+                if let Some(t) = self.trace.as_mut() {
+                    let _ = t.flush();
+                }
+                let code = self.exit_code();
+                (code, r.err().map(|e| e.to_string()))
+            }
+            Err(e) => {
+                self.kill_all();
+                eprintln!("detrun: branch {name} could not start: {e}");
+                (EXIT_INTERNAL, Some(e))
+            }
+        };
+        self.trace = base_trace;
+        self.branch_results.push(crate::summary::BranchResult {
+            checkpoint: ck.index,
+            at_ns: ck.at_ns,
+            decisions: ck.decisions,
+            seed,
+            exit_code: code,
+            virtual_ns: self.world.clock.elapsed(),
+            wall_ms: started.elapsed().as_millis() as u64,
+            error,
+            stdout: files.as_ref().map(|f| f[0].display().to_string()),
+            stderr: files.as_ref().map(|f| f[1].display().to_string()),
+        });
+        self.ended = false;
+    }
+
+    /// Reset the per-run state to the checkpoint's (before an instance).
+    pub fn reset_set(&mut self, ck_world: World, main_proc: ProcId, stats: Stats) {
+        self.world = ck_world;
+        self.early.clear();
+        self.running = None;
+        self.hold = Hold::Normal;
+        self.main_proc = main_proc;
+        self.main_status = None;
+        self.stats = stats;
+        self.watch_sample = None;
+        self.deadlock = None;
+        self.shutting_down = false;
+        self.kernel_retry = false;
+        self.in_kernel.clear();
+        self.timed_out = false;
+        self.copy_mode = true;
+        self.mark_resume();
+    }
+
+    pub fn held_normally(&self) -> bool {
+        self.hold == Hold::Normal
+    }
+
+    pub fn has_early(&self) -> bool {
+        !self.early.is_empty()
+    }
+
+    pub fn kernel_waiters(&self) -> bool {
+        !self.in_kernel.is_empty()
+    }
+
+    /// The exit code of the run as it stands (at its end).
+    fn exit_code(&self) -> i32 {
+        let mut code = match self.main_status {
+            Some(s) if libc::WIFEXITED(s) => libc::WEXITSTATUS(s),
+            Some(s) if libc::WIFSIGNALED(s) => 128 + libc::WTERMSIG(s),
+            _ => EXIT_INTERNAL,
+        };
+        if self.deadlock.is_some() {
+            code = EXIT_DEADLOCK;
+        }
+        if self.timed_out {
+            code = EXIT_TIMEOUT;
+        }
+        code
     }
 
     /// SIGKILL every remaining tracee and wait for them.

@@ -23,6 +23,15 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// Go on writing at the end of an existing trace (a branch's copy).
+    pub fn append(path: &Path) -> std::io::Result<Trace> {
+        let f = std::fs::OpenOptions::new().append(true).open(path)?;
+        Ok(Trace {
+            out: BufWriter::with_capacity(1 << 16, f),
+            err: None,
+        })
+    }
+
     pub fn create(path: &Path) -> std::io::Result<Trace> {
         Ok(Trace {
             out: BufWriter::with_capacity(1 << 16, std::fs::File::create(path)?),

@@ -16,6 +16,7 @@ pub mod process;
 pub mod procfs;
 pub mod signal;
 pub mod time;
+pub mod vpid;
 
 /// Syscall numbers used by the handlers (a glob of libc would shadow our names).
 pub mod nr {
@@ -92,6 +93,11 @@ pub fn dispatch(s: &mut Supervisor, tid: pid_t, regs: Regs) {
 
 fn route(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
     use crate::handlers::nr::*;
+    if s.copy_mode {
+        if let Some(o) = vpid::route(s, tid, a, regs) {
+            return o;
+        }
+    }
     match a.nr {
         SYS_clock_gettime | SYS_gettimeofday | SYS_time | SYS_clock_getres | SYS_nanosleep
         | SYS_clock_nanosleep | SYS_alarm | SYS_setitimer | SYS_getitimer | SYS_timer_create
@@ -247,6 +253,15 @@ pub fn on_syscall_exit(s: &mut Supervisor, tid: pid_t) {
             infop,
         } => process::wait_exit(s, tid, regs, opts_arg, orig, infop),
         Post::Kill { sig, target } => signal::kill_exit(s, tid, sig, target),
+        Post::VWait { nr } => vpid::vwait_exit(s, tid, regs, nr),
+        Post::SetRet { value } => {
+            let mut r = regs;
+            if (r.rax as i64) > 0 {
+                r.rax = value as u64;
+                let _ = sys::set_regs(tid, &r);
+            }
+            s.continue_running(tid);
+        }
         Post::Stat { buf, statx, path } => fs::stat_exit(s, tid, regs, buf, statx, path),
         Post::RestoreArg { index, value } => {
             let mut r = regs;

@@ -40,6 +40,8 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
             };
             if let Some(t) = s.threads.get_mut(&tid) {
                 t.pending_clone = Some((flags, ctid));
+                // Where the kernel writes the new TID (copy mode rewrites it).
+                t.settid = (x[2], x[3]);
             }
             if flags & CLONE_UNTRACED != 0 {
                 regs.rdi &= !CLONE_UNTRACED;
@@ -48,19 +50,23 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
             Out::Pass
         }
         SYS_clone3 => {
-            let mut b = [0u8; 24];
+            let mut b = [0u8; 40];
             if sys::read_mem(tid, x[0], &mut b).is_err() {
                 return Out::Ret(EFAULT);
             }
-            let flags = u64::from_ne_bytes(b[0..8].try_into().unwrap_or([0; 8]));
-            let child_tid = u64::from_ne_bytes(b[16..24].try_into().unwrap_or([0; 8]));
+            let word = |i: usize| u64::from_ne_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+            let flags = word(0);
+            let child_tid = word(16);
+            let exit_signal = word(32) & 0xff;
             let ctid = if flags & CLONE_CHILD_CLEARTID as u64 != 0 {
                 child_tid
             } else {
                 0
             };
             if let Some(t) = s.threads.get_mut(&tid) {
-                t.pending_clone = Some((flags, ctid));
+                // The exit signal travels in the flags' low byte, as for clone.
+                t.pending_clone = Some((flags | exit_signal, ctid));
+                t.settid = (word(24), child_tid);
             }
             if flags & CLONE_UNTRACED != 0
                 && sys::write_u64(tid, x[0], flags & !CLONE_UNTRACED).is_err()
@@ -77,6 +83,7 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
             } | SIGCHLD as u64;
             if let Some(t) = s.threads.get_mut(&tid) {
                 t.pending_clone = Some((flags, 0));
+                t.settid = (0, 0);
             }
             Out::Pass
         }
@@ -136,6 +143,18 @@ pub fn wait_exit(
     };
     let mut orig_regs = regs;
     sys::set_arg(&mut orig_regs, opts_arg, orig);
+    if !nothing && r >= 0 && s.track_ids {
+        // Reaped (unless WNOWAIT): a checkpoint must not offer it again.
+        let pid = if regs.orig_rax as i64 == libc::SYS_waitid {
+            sys::read_u32(tid, infop + 16).map_or(0, |p| p as pid_t)
+        } else {
+            r as pid_t
+        };
+        let nowait = regs.orig_rax as i64 == libc::SYS_waitid && orig & 0x0100_0000 != 0;
+        if let Some(p) = s.proc_by_vpid(pid).filter(|_| !nowait) {
+            s.procs[p as usize].reaped = true;
+        }
+    }
     if nothing {
         if let Some(t) = s.threads.get_mut(&tid) {
             t.saved = Some(orig_regs);
@@ -158,6 +177,7 @@ pub fn on_clone_event(s: &mut Supervisor, tid: pid_t, event: i32) {
         return;
     };
     let (flags, ctid) = parent.pending_clone.take().unwrap_or((0, 0));
+    let (ptid_addr, ctid_addr) = std::mem::take(&mut parent.settid);
     let pproc = parent.proc;
     let is_thread = flags & libc::CLONE_THREAD as u64 != 0;
     let proc = if is_thread {
@@ -167,9 +187,17 @@ pub fn on_clone_event(s: &mut Supervisor, tid: pid_t, event: i32) {
         if flags & libc::CLONE_VM as u64 != 0 {
             s.procs[p as usize].space = s.procs[pproc as usize].space;
         }
+        s.procs[p as usize].exit_signal = (flags & 0xff) as i32;
         p
     };
     s.add_thread(child, proc, ctid);
+    let vchild = if s.copy_mode {
+        Some(copy_mode_ids(
+            s, tid, child, proc, pproc, is_thread, flags, ptid_addr, ctid_addr,
+        ))
+    } else {
+        None
+    };
     // Collect the child's first stop now so that it can be resumed whenever
     // the world picks it.
     if s.early_take(child).is_none() {
@@ -184,6 +212,11 @@ pub fn on_clone_event(s: &mut Supervisor, tid: pid_t, event: i32) {
             }
         }
     }
+    if let Some(v) = vchild {
+        if let Some(t) = s.threads.get_mut(&tid) {
+            t.post = Post::SetRet { value: v };
+        }
+    }
     if event == libc::PTRACE_EVENT_VFORK {
         s.procs[proc as usize].vfork_parent = Some(tid);
         // The parent waits in the kernel until the child execs or exits;
@@ -192,7 +225,52 @@ pub fn on_clone_event(s: &mut Supervisor, tid: pid_t, event: i32) {
         let _ = s.cont(tid, 0);
         return;
     }
+    if vchild.is_some() {
+        // On to the exit stop, where the return value becomes the guest PID.
+        let _ = s.resume_syscall(tid, 0);
+        return;
+    }
     s.continue_running(tid);
+}
+
+/// Copy mode: the new thread or process gets the next guest PID, written
+/// where the kernel wrote the real one.
+#[allow(clippy::too_many_arguments)]
+fn copy_mode_ids(
+    s: &mut Supervisor,
+    parent: pid_t,
+    child: pid_t,
+    proc: detrun_scheduler::ProcId,
+    pproc: detrun_scheduler::ProcId,
+    is_thread: bool,
+    flags: u64,
+    ptid_addr: u64,
+    ctid_addr: u64,
+) -> pid_t {
+    let v = s.next_vpid;
+    s.next_vpid += 1;
+    let ns = crate::checkpoint::ns_id(child);
+    if let Some(t) = s.threads.get_mut(&child) {
+        t.vtid = v;
+        t.nstid = ns;
+    }
+    if !is_thread {
+        let (pg, sid) = (s.procs[pproc as usize].vpgid, s.procs[pproc as usize].vsid);
+        let pi = &mut s.procs[proc as usize];
+        pi.vpid = v;
+        pi.nspid = ns;
+        pi.vpgid = pg;
+        pi.vsid = sid;
+        pi.copy_filter = true;
+        pi.notify_kernel = flags & libc::CLONE_PARENT as u64 == 0;
+    }
+    if flags & libc::CLONE_PARENT_SETTID as u64 != 0 && ptid_addr != 0 {
+        let _ = sys::write_u32(parent, ptid_addr, v as u32);
+    }
+    if flags & libc::CLONE_CHILD_SETTID as u64 != 0 && ctid_addr != 0 {
+        let _ = sys::write_u32(child, ctid_addr, v as u32);
+    }
+    v
 }
 
 impl Supervisor {
