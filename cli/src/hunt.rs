@@ -131,6 +131,13 @@ pub struct ReplayArgs {
     /// schedule trace differ, printing the first difference. Example: --verify
     #[arg(long)]
     verify: bool,
+    /// Replay a branch (from `explore`): at this virtual time the schedule
+    /// switches to --branch-seed. Example: --branch-at 40000000ns
+    #[arg(long, value_name = "WHEN", requires = "branch_seed")]
+    branch_at: Option<String>,
+    /// The branch's seed. Example: --branch-seed 3
+    #[arg(long, requires = "branch_at")]
+    branch_seed: Option<u64>,
     #[command(flatten)]
     net: crate::netargs::NetOpts,
     #[command(flatten)]
@@ -632,6 +639,14 @@ pub fn replay(r: &ReplayArgs) -> Result<i32> {
         return Ok(2);
     }
     args.extend(r.net.flags());
+    if let (Some(at), Some(b)) = (&r.branch_at, r.branch_seed) {
+        args.extend([
+            "--branch-at".into(),
+            at.clone(),
+            "--branch-seed".into(),
+            b.to_string(),
+        ]);
+    }
     if !r.verify {
         let (st, out, err) = run_child(
             &args,

@@ -15,6 +15,10 @@ EXAMPLES:
     detrun --trace t.jsonl -- ./prog       write the schedule trace
     detrun --summary -- sh -c 'date; sleep 60; date'
     detrun --strict -- ./ci-step           fail if anything was not deterministic
+    detrun --seed 9 --chaos --checkpoint-at 40ms --branch-seed 1 --branch-seed 2 --branch-out b/ -- ./flaky
+                                           two alternate histories from one checkpoint
+    detrun explore --from-seed 9 --every 20ms --branches 20 -- ./flaky
+                                           failure probability over the run
 
 EXIT STATUS:
     the program's own exit status; 128+N if it died from signal N;
@@ -30,6 +34,7 @@ Same binary + arguments + environment + files + seed => same output.
 Time, randomness, CPU identity, thread interleaving and PIDs are virtual.";
 
 mod analyze;
+mod explore;
 mod hunt;
 mod netargs;
 
@@ -65,6 +70,10 @@ enum Sub {
     /// Find the scheduling decision that makes a failing seed fail.
     /// Example: detrun analyze --seed 1337 -- ./flaky
     Analyze(analyze::AnalyzeArgs),
+    /// Branch alternate histories from checkpoints along one seed's run and
+    /// report, per checkpoint, the fraction of branches that fail (table,
+    /// JSON, SVG plot). Example: detrun explore --from-seed 9 --every 20ms --branches 20 -- ./flaky
+    Explore(explore::ExploreArgs),
 }
 
 /// The program to run, after `--`.
@@ -439,6 +448,7 @@ fn main() {
         Some(Sub::Hunt(h)) => hunt::hunt(h),
         Some(Sub::Replay(r)) => hunt::replay(r),
         Some(Sub::Analyze(a)) => analyze::analyze(a),
+        Some(Sub::Explore(e)) => explore::explore(e),
         None => run(&cli.run, &cli.program.command),
     };
     let code = match r {

@@ -13,11 +13,13 @@ pub struct Hazard {
 }
 
 /// One branch run from a checkpoint (`results.json`).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct BranchResult {
     pub checkpoint: usize,
     /// Virtual time and scheduling decisions at the checkpoint.
     pub at_ns: u64,
+    /// The branch point asked for (`--branch-at` replays it from scratch).
+    pub requested_ns: u64,
     pub decisions: u64,
     /// The branch's seed (None: the run continued unchanged).
     pub seed: Option<u64>,

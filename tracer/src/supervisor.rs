@@ -1756,10 +1756,25 @@ impl Supervisor {
                 return true;
             }
         };
-        self.branch_next += 1;
+        // The point asked for: with `every`, the last multiple passed (a
+        // sleep may jump over several; this is the first point after each).
+        let requested = match plan.every {
+            Some(e) => {
+                let n = (ck.at_ns / e).max(1);
+                self.branch_next = n as usize;
+                e * n
+            }
+            None => {
+                self.branch_next += 1;
+                match plan.at.get(index) {
+                    Some(crate::checkpoint::BranchAt::Time(t)) => *t,
+                    _ => ck.at_ns,
+                }
+            }
+        };
         self.checkpoints += 1;
         for seed in &plan.seeds {
-            self.run_branch(&ck, *seed, &plan);
+            self.run_branch(&ck, *seed, &plan, requested);
         }
         if plan.continue_base {
             self.in_branch = false;
@@ -1786,6 +1801,7 @@ impl Supervisor {
         ck: &crate::checkpoint::Checkpoint,
         seed: Option<u64>,
         plan: &crate::config::BranchPlan,
+        requested_ns: u64,
     ) {
         let started = Instant::now();
         let name = format!(
@@ -1833,6 +1849,7 @@ impl Supervisor {
         self.branch_results.push(crate::summary::BranchResult {
             checkpoint: ck.index,
             at_ns: ck.at_ns,
+            requested_ns,
             decisions: ck.decisions,
             seed,
             exit_code: code,

@@ -192,6 +192,9 @@ fn trace_event(s: &mut Supervisor, tid: pid_t, a: &Args, out: &Out) {
         return;
     };
     let result = match out {
+        // Copy mode answers what the base run passes to the kernel: the
+        // trace records the call as the base run would.
+        _ if s.copy_mode && vpid::EMULATED.contains(&a.nr) => None,
         Out::Ret(v) | Out::Yield(v) => Some(*v),
         _ => None,
     };
