@@ -352,6 +352,8 @@ pub struct Supervisor {
     /// Next branch point of `cfg.branch`, and checkpoints taken so far.
     branch_next: usize,
     checkpoints: usize,
+    /// Failed tries at the pending checkpoint.
+    ck_attempts: u32,
     in_branch: bool,
     /// Branches run so far (for `results.json`).
     pub branch_results: Vec<crate::summary::BranchResult>,
@@ -438,6 +440,7 @@ impl Supervisor {
             track_ids: false,
             branch_next: 0,
             checkpoints: 0,
+            ck_attempts: 0,
             in_branch: false,
             branch_results: Vec::new(),
             ended: false,
@@ -1747,15 +1750,22 @@ impl Supervisor {
         let ck = match self.take_checkpoint(index) {
             Ok(ck) => ck,
             Err(why) => {
-                // Try again at the next scheduling point.
-                if self.cfg.verbose {
+                // Try again at the next scheduling points, for a while.
+                self.ck_attempts += 1;
+                if self.ck_attempts == 1 || self.cfg.verbose {
                     eprintln!("detrun: checkpoint deferred: {why}");
+                }
+                if self.ck_attempts >= 1000 {
+                    self.ck_attempts = 0;
+                    self.branch_next += 1;
+                    eprintln!("detrun: checkpoint skipped: {why}");
                 }
                 self.stats
                     .note("checkpoint", &format!("a checkpoint was deferred: {why}"));
                 return true;
             }
         };
+        self.ck_attempts = 0;
         // The point asked for: with `every`, the last multiple passed (a
         // sleep may jump over several; this is the first point after each).
         let requested = match plan.every {

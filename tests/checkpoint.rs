@@ -1,0 +1,331 @@
+//! Acceptance tests of checkpoints and alternate histories (issue 8): a
+//! branch run from a fork-based checkpoint is the same run as that branch
+//! replayed from scratch (output, exit status, schedule trace), `explore`
+//! shows when a failure became likely, checkpoints beat re-execution, and
+//! nothing is left alive afterwards.
+
+use detrun_tests::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// `detrun ARGS` with stdout and stderr going to `dir/NAME.out|err` (files,
+/// so that branch outputs can start with the output before the checkpoint).
+fn to_files(args: &[&str], dir: &Path, name: &str) -> i32 {
+    let f = |ext: &str| std::fs::File::create(dir.join(format!("{name}.{ext}"))).expect("create");
+    let mut cmd = Command::new(detrun_bin());
+    cmd.args(args)
+        .current_dir(root())
+        .stdin(Stdio::null())
+        .stdout(f("out"))
+        .stderr(f("err"));
+    let mut child = cmd.spawn().expect("start detrun");
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            use std::os::unix::process::ExitStatusExt;
+            return st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0));
+        }
+        if start.elapsed() > LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("detrun {args:?} did not finish in {LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn read(p: PathBuf) -> Vec<u8> {
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// For `points` × `seeds`: the branches from one checkpoint per point must
+/// equal the same branches run from scratch, byte for byte.
+fn branches_match_scratch(guest: &str, points: &[&str], seeds: &[u64]) {
+    let bin = build_c(guest, false);
+    let g = path_str(&bin);
+    let dir = scratch_dir("checkpoint", guest);
+    let d = path_str(&dir);
+    let mut distinct = std::collections::BTreeSet::new();
+    for (i, at) in points.iter().enumerate() {
+        let out = dir.join(format!("p{i}"));
+        std::fs::create_dir_all(&out).expect("mkdir");
+        let trace = out.join("base.trace");
+        let mut args = vec![
+            "--seed",
+            "3",
+            "--chaos",
+            "--checkpoint-at",
+            at,
+            "--branch-out",
+            path_str(&out),
+            "--trace",
+            path_str(&trace),
+        ];
+        let seed_args: Vec<String> = seeds.iter().map(|s| format!("--branch-seed={s}")).collect();
+        args.extend(seed_args.iter().map(|s| s.as_str()));
+        args.extend(["--", g]);
+        to_files(&args, &out, "base");
+        let results = String::from_utf8_lossy(&read(out.join("results.json"))).into_owned();
+        for &b in seeds {
+            let name = format!("s{i}-{b}");
+            let strace = dir.join(format!("{name}.trace"));
+            let bs = b.to_string();
+            let rc = to_files(
+                &[
+                    "--seed",
+                    "3",
+                    "--chaos",
+                    "--branch-at",
+                    at,
+                    "--branch-seed",
+                    &bs,
+                    "--trace",
+                    path_str(&strace),
+                    "--",
+                    g,
+                ],
+                &dir,
+                &name,
+            );
+            let what = format!("{guest} at {at}, branch seed {b}");
+            let ck_out = read(out.join(format!("c0-b{b}.out")));
+            assert_eq!(
+                String::from_utf8_lossy(&ck_out),
+                String::from_utf8_lossy(&read(dir.join(format!("{name}.out")))),
+                "{what}: stdout differs between the checkpoint branch and the replay from scratch"
+            );
+            assert_eq!(
+                read(out.join(format!("c0-b{b}.err"))),
+                read(dir.join(format!("{name}.err"))),
+                "{what}: stderr differs"
+            );
+            assert!(
+                read(out.join(format!("c0-b{b}.trace"))) == read(strace.clone()),
+                "{what}: schedule traces differ ({d})"
+            );
+            assert!(
+                results.contains(&format!("\"seed\": {b},\n    \"exit_code\": {rc},")),
+                "{what}: exit status {rc} from scratch, results.json says otherwise:\n{results}"
+            );
+            distinct.insert(ck_out);
+        }
+    }
+    // The branches are alternate histories, not copies of one run.
+    assert!(
+        distinct.len() >= points.len() * seeds.len() / 2,
+        "{guest}: only {} distinct outputs among the branches",
+        distinct.len()
+    );
+}
+
+#[test]
+fn threads_branch_from_checkpoint_equals_scratch() {
+    branches_match_scratch("ckpt_threads", &["4ms", "12ms", "21ms", "30ms"], &[1, 2, 3, 4, 5]);
+}
+
+#[test]
+fn processes_and_pipe_branch_from_checkpoint_equals_scratch() {
+    branches_match_scratch("ckpt_procs", &["5ms", "17ms", "29ms", "41ms"], &[1, 2, 3, 4, 5]);
+}
+
+#[test]
+fn resuming_from_a_checkpoint_is_the_run_itself() {
+    // No branch seed: the run goes on from the copy unchanged.
+    for guest in ["ckpt_threads", "ckpt_procs"] {
+        let bin = build_c(guest, false);
+        let g = path_str(&bin);
+        let plain = detrun_limit(&["--seed", "7", "--chaos", "--", g], LIMIT);
+        let ck = detrun_limit(
+            &["--seed", "7", "--chaos", "--checkpoint-at", "20ms", "--", g],
+            LIMIT,
+        );
+        assert_same(&plain, &ck, guest);
+        assert_eq!(code(&ck), 0, "{}", show(&ck));
+    }
+}
+
+fn explore_rows(dir: &Path) -> Vec<(u64, f64)> {
+    let v: serde_json::Value =
+        serde_json::from_slice(&read(dir.join("explore.json"))).expect("explore.json");
+    v["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| {
+            (
+                r["at_ns"].as_u64().expect("at_ns"),
+                r["fraction"].as_f64().expect("fraction"),
+            )
+        })
+        .collect()
+}
+
+/// A failing seed of ckpt_late_race (the race is in the last fifth).
+fn failing_seed(g: &str) -> u64 {
+    (1..200)
+        .find(|s| {
+            let o = detrun_limit(&["--seed", &s.to_string(), "--chaos", "--", g], LIMIT);
+            code(&o) == 1
+        })
+        .expect("some seed below 200 fails ckpt_late_race")
+}
+
+#[test]
+fn explore_shows_when_the_failure_became_likely() {
+    let bin = build_c("ckpt_late_race", false);
+    let g = path_str(&bin);
+    let seed = failing_seed(g).to_string();
+    let dir = scratch_dir("checkpoint", "explore");
+    let o = detrun_limit(
+        &[
+            "explore",
+            "--from-seed",
+            &seed,
+            "--every",
+            "20ms",
+            "--branches",
+            "20",
+            "--out",
+            path_str(&dir),
+            "--",
+            g,
+        ],
+        LIMIT,
+    );
+    assert_eq!(code(&o), 0, "{}", show(&o));
+    assert!(stdout(&o).contains("fraction"), "no table:\n{}", show(&o));
+    let rows = explore_rows(&dir);
+    assert!(rows.len() >= 10, "too few checkpoints: {rows:?}");
+    // The prefix (first half) cannot fail by itself: only an unlucky rest of
+    // the run can, rarely. After the lost update every branch fails.
+    let half = rows.len() / 2;
+    let early: f64 = rows[..half].iter().map(|r| r.1).sum::<f64>() / half as f64;
+    let late = rows.last().expect("rows").1;
+    assert!(early <= 0.3, "early checkpoints fail too often ({early}): {rows:?}");
+    assert!(late >= 0.9, "the last checkpoint should fail nearly always: {rows:?}");
+    assert!(late > early + 0.5, "{rows:?}");
+    // The plot is well-formed SVG with one point per checkpoint.
+    let svg = dir.join("explore.svg");
+    let py = Command::new("python3")
+        .args([
+            "-c",
+            "import sys, xml.etree.ElementTree as E\n\
+             r = E.parse(sys.argv[1]).getroot()\n\
+             ns = '{http://www.w3.org/2000/svg}'\n\
+             assert r.tag == ns + 'svg', r.tag\n\
+             print(len([c for c in r.iter(ns + 'circle') if c.get('data-fraction')]))",
+            path_str(&svg),
+        ])
+        .output()
+        .expect("python3 must be installed (see .ci/run)");
+    assert!(py.status.success(), "{}", show(&py));
+    assert_eq!(stdout(&py).trim(), rows.len().to_string(), "points in the plot");
+    // A failing branch replays from scratch as failing.
+    let v: serde_json::Value =
+        serde_json::from_slice(&read(dir.join("explore.json"))).expect("explore.json");
+    let replay = v["rows"]
+        .as_array()
+        .and_then(|r| r.iter().rev().find_map(|x| x["replay"].as_str()))
+        .expect("a replay command")
+        .to_string();
+    let words: Vec<&str> = replay.split_whitespace().skip(1).collect();
+    let o = detrun_limit(&words, LIMIT);
+    assert_eq!(code(&o), 1, "{replay}\n{}", show(&o));
+}
+
+#[test]
+fn explore_with_checkpoints_agrees_with_reexecution_and_leaves_nothing() {
+    let bin = build_c("ckpt_late_race", false);
+    // A copy with a name of its own, to look for leftovers by.
+    let dir = scratch_dir("checkpoint", "agree");
+    let exe = dir.join("ckpt_leak_probe");
+    std::fs::copy(&bin, &exe).expect("copy guest");
+    let g = path_str(&exe);
+    let run = |extra: &[&str], out: &str| {
+        let o = dir.join(out);
+        let mut args = vec![
+            "explore",
+            "--from-seed",
+            "9",
+            "--every",
+            "40ms",
+            "--branches",
+            "6",
+            "--out",
+            path_str(&o),
+        ];
+        args.extend(extra);
+        args.extend(["--", g, "60"]);
+        let r = detrun_limit(&args, LIMIT);
+        assert_eq!(code(&r), 0, "{}", show(&r));
+        (stdout(&r), explore_rows(&o))
+    };
+    let (t1, r1) = run(&[], "ck");
+    let (t2, r2) = run(&["--no-checkpoints"], "re");
+    assert_eq!(t1, t2, "tables differ between checkpoints and re-execution");
+    assert_eq!(r1, r2);
+    // No guest or checkpoint process is left (not even a zombie).
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            let comm = std::fs::read_to_string(p.join("comm")).ok()?;
+            comm.starts_with("ckpt_leak_probe")
+                .then(|| format!("{} {}", p.display(), comm.trim()))
+        })
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn a_checkpoint_with_sockets_is_refused_with_the_reason() {
+    let bin = build_c("net_echo", false);
+    let o = detrun_limit(
+        &["--checkpoint-at", "1ms", "--summary", "--", path_str(&bin)],
+        LIMIT,
+    );
+    let err = stderr(&o);
+    assert!(
+        err.contains("no checkpoint was taken") && err.contains("socket"),
+        "{}",
+        show(&o)
+    );
+}
+
+/// Not a timed assertion: prints what checkpoints save on a long prefix.
+#[test]
+fn bench_explore_checkpoints_vs_reexecution() {
+    let bin = build_c("ckpt_late_race", false);
+    let g = path_str(&bin);
+    let dir = scratch_dir("checkpoint", "bench");
+    let mut times = Vec::new();
+    for extra in [&[][..], &["--no-checkpoints"][..]] {
+        let o = dir.join(format!("o{}", times.len()));
+        let mut args = vec![
+            "explore",
+            "--from-seed",
+            "9",
+            "--every",
+            "200ms",
+            "--branches",
+            "5",
+            "--out",
+            path_str(&o),
+        ];
+        args.extend(extra);
+        args.extend(["--", g, "2000"]);
+        let t = std::time::Instant::now();
+        let r = detrun_limit(&args, LIMIT * 5);
+        assert_eq!(code(&r), 0, "{}", show(&r));
+        times.push(t.elapsed().as_secs_f64());
+    }
+    eprintln!(
+        "explore, 2000-step prefix, 5 branches per checkpoint: checkpoints {:.2} s, re-execution {:.2} s, ratio {:.2}x",
+        times[0],
+        times[1],
+        times[1] / times[0]
+    );
+}
