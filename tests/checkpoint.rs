@@ -123,12 +123,20 @@ fn branches_match_scratch(guest: &str, points: &[&str], seeds: &[u64]) {
 
 #[test]
 fn threads_branch_from_checkpoint_equals_scratch() {
-    branches_match_scratch("ckpt_threads", &["4ms", "12ms", "21ms", "30ms"], &[1, 2, 3, 4, 5]);
+    branches_match_scratch(
+        "ckpt_threads",
+        &["4ms", "12ms", "21ms", "30ms"],
+        &[1, 2, 3, 4, 5],
+    );
 }
 
 #[test]
 fn processes_and_pipe_branch_from_checkpoint_equals_scratch() {
-    branches_match_scratch("ckpt_procs", &["5ms", "17ms", "29ms", "41ms"], &[1, 2, 3, 4, 5]);
+    branches_match_scratch(
+        "ckpt_procs",
+        &["5ms", "17ms", "29ms", "41ms"],
+        &[1, 2, 3, 4, 5],
+    );
 }
 
 #[test]
@@ -144,6 +152,94 @@ fn resuming_from_a_checkpoint_is_the_run_itself() {
         );
         assert_same(&plain, &ck, guest);
         assert_eq!(code(&ck), 0, "{}", show(&ck));
+    }
+}
+
+#[test]
+fn shell_and_python_resume_from_checkpoints() {
+    // Pipelines, command substitution, a background job, Python threads and
+    // a subprocess (vfork + exec): resuming from a checkpoint anywhere in the
+    // run gives the run itself, and branches equal their scratch replays.
+    let dir = scratch_dir("checkpoint", "real");
+    let sh = dir.join("s.sh");
+    std::fs::write(
+        &sh,
+        "for i in 1 2 3 4 5 6; do echo \"tick $i $$\"; sleep 0.01; done | while read l; do echo \"got $l\"; done\n\
+         echo \"sub: $(echo inner; sleep 0.005; echo inner2)\"\n\
+         ( sleep 0.02; echo bg done ) &\nwait\necho end $?\n",
+    )
+    .expect("write script");
+    let py = dir.join("p.py");
+    std::fs::write(
+        &py,
+        "import threading, time, random, os, subprocess\n\
+         out = []\nlock = threading.Lock()\n\
+         def w(i):\n    for k in range(5):\n        with lock:\n            out.append((i, k, random.random() < 0.5))\n        time.sleep(0.002 * (i + 1))\n\
+         ts = [threading.Thread(target=w, args=(i,)) for i in range(3)]\n\
+         [t.start() for t in ts]\n[t.join() for t in ts]\nprint(out)\nprint(os.getpid(), os.getppid())\n\
+         r = subprocess.run(['sh', '-c', 'echo child $$; exit 3'], capture_output=True, text=True)\n\
+         print(r.returncode, r.stdout.strip(), time.monotonic())\n",
+    )
+    .expect("write script");
+    let cases: [(&str, &str, &[&str]); 2] = [
+        ("sh", path_str(&sh), &["5ms", "25ms", "45ms"]),
+        ("python3", path_str(&py), &["5ms", "15ms", "25ms"]),
+    ];
+    for (prog, script, points) in cases {
+        let plain = detrun_limit(&["--seed", "2", "--chaos", "--", prog, script], LIMIT);
+        assert_eq!(code(&plain), 0, "{}", show(&plain));
+        for at in points {
+            let ck = detrun_limit(
+                &[
+                    "--seed",
+                    "2",
+                    "--chaos",
+                    "--checkpoint-at",
+                    at,
+                    "--",
+                    prog,
+                    script,
+                ],
+                LIMIT,
+            );
+            assert!(
+                !stderr(&ck).contains("checkpoint"),
+                "{prog} at {at}: {}",
+                show(&ck)
+            );
+            assert_same(&plain, &ck, &format!("{prog} resumed from {at}"));
+            let b = detrun_limit(
+                &[
+                    "--seed",
+                    "2",
+                    "--chaos",
+                    "--checkpoint-at",
+                    at,
+                    "--branch-seed",
+                    "5",
+                    "--",
+                    prog,
+                    script,
+                ],
+                LIMIT,
+            );
+            let s = detrun_limit(
+                &[
+                    "--seed",
+                    "2",
+                    "--chaos",
+                    "--branch-at",
+                    at,
+                    "--branch-seed",
+                    "5",
+                    "--",
+                    prog,
+                    script,
+                ],
+                LIMIT,
+            );
+            assert_same(&s, &b, &format!("{prog} branch 5 at {at}"));
+        }
     }
 }
 
@@ -204,8 +300,14 @@ fn explore_shows_when_the_failure_became_likely() {
     let half = rows.len() / 2;
     let early: f64 = rows[..half].iter().map(|r| r.1).sum::<f64>() / half as f64;
     let late = rows.last().expect("rows").1;
-    assert!(early <= 0.3, "early checkpoints fail too often ({early}): {rows:?}");
-    assert!(late >= 0.9, "the last checkpoint should fail nearly always: {rows:?}");
+    assert!(
+        early <= 0.3,
+        "early checkpoints fail too often ({early}): {rows:?}"
+    );
+    assert!(
+        late >= 0.9,
+        "the last checkpoint should fail nearly always: {rows:?}"
+    );
     assert!(late > early + 0.5, "{rows:?}");
     // The plot is well-formed SVG with one point per checkpoint.
     let svg = dir.join("explore.svg");
@@ -222,7 +324,11 @@ fn explore_shows_when_the_failure_became_likely() {
         .output()
         .expect("python3 must be installed (see .ci/run)");
     assert!(py.status.success(), "{}", show(&py));
-    assert_eq!(stdout(&py).trim(), rows.len().to_string(), "points in the plot");
+    assert_eq!(
+        stdout(&py).trim(),
+        rows.len().to_string(),
+        "points in the plot"
+    );
     // A failing branch replays from scratch as failing.
     let v: serde_json::Value =
         serde_json::from_slice(&read(dir.join("explore.json"))).expect("explore.json");
@@ -265,8 +371,14 @@ fn explore_with_checkpoints_agrees_with_reexecution_and_leaves_nothing() {
     };
     let (t1, r1) = run(&[], "ck");
     let (t2, r2) = run(&["--no-checkpoints"], "re");
+    let (t3, r3) = run(&["--max-checkpoints", "3"], "keep3");
     assert_eq!(t1, t2, "tables differ between checkpoints and re-execution");
     assert_eq!(r1, r2);
+    assert_eq!(
+        (t1, r1),
+        (t3, r3),
+        "keeping 3 checkpoints alive changed the answers"
+    );
     // No guest or checkpoint process is left (not even a zombie).
     let left: Vec<String> = std::fs::read_dir("/proc")
         .expect("/proc")

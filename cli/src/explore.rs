@@ -40,6 +40,11 @@ pub struct ExploreArgs {
     /// Example: --out explore-1337
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Checkpoints kept alive at once, waiting for their branches while the
+    /// run goes on (each costs the memory its processes have changed since).
+    /// Example: --max-checkpoints 4
+    #[arg(long, default_value_t = 1)]
+    max_checkpoints: usize,
     /// Re-run every branch from the start instead of from a checkpoint
     /// (same answers, for comparison). Example: --no-checkpoints
     #[arg(long)]
@@ -166,6 +171,7 @@ pub fn explore(a: &ExploreArgs) -> Result<i32> {
             format!("{every}ns"),
             "--branch-out".to_string(),
             dir.display().to_string(),
+            format!("--max-checkpoints={}", a.max_checkpoints.max(1)),
         ]);
         for b in 1..=a.branches {
             args.push(format!("--branch-seed={b}"));
@@ -193,7 +199,11 @@ pub fn explore(a: &ExploreArgs) -> Result<i32> {
         every_ns: every,
         branches_per_checkpoint: a.branches,
         checkpoints: !a.no_checkpoints,
-        checkpoints_alive_at_once: usize::from(!a.no_checkpoints),
+        checkpoints_alive_at_once: if a.no_checkpoints {
+            0
+        } else {
+            a.max_checkpoints.max(1)
+        },
         base_exit_code: base_code,
         wall_ms: start.elapsed().as_millis() as u64,
         rows,

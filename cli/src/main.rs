@@ -272,6 +272,11 @@ pub struct RunArgs {
     /// branches from each, the run going on after (used by explore).
     #[arg(long, value_name = "TIME", hide = true, conflicts_with_all = ["checkpoint_at", "branch_at"])]
     checkpoint_every: Option<String>,
+
+    /// With --checkpoint-every: checkpoints kept alive, waiting for their
+    /// branches, while the run goes on (used by explore).
+    #[arg(long, value_name = "N", hide = true, default_value_t = 1)]
+    max_checkpoints: usize,
 }
 
 /// The branch plan of the run options (None: no branching).
@@ -312,6 +317,7 @@ fn branch_plan(
             checkpoint: true,
             continue_base: true,
             out_dir: cli.branch_out.clone(),
+            max_alive: cli.max_checkpoints.max(1),
             ..Default::default()
         }
     } else {

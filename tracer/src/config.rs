@@ -82,6 +82,8 @@ pub struct BranchPlan {
     pub continue_base: bool,
     /// Per-branch outputs and `results.json` here.
     pub out_dir: Option<PathBuf>,
+    /// Checkpoints kept waiting for their branches while the run goes on.
+    pub max_alive: usize,
 }
 
 impl Default for RunConfig {

@@ -354,6 +354,9 @@ pub struct Supervisor {
     checkpoints: usize,
     /// Failed tries at the pending checkpoint.
     ck_attempts: u32,
+    /// Checkpoints whose branches have not run yet (explore), with the
+    /// branch point each was asked for.
+    pending: std::collections::VecDeque<(crate::checkpoint::Checkpoint, u64)>,
     in_branch: bool,
     /// Branches run so far (for `results.json`).
     pub branch_results: Vec<crate::summary::BranchResult>,
@@ -441,6 +444,7 @@ impl Supervisor {
             branch_next: 0,
             checkpoints: 0,
             ck_attempts: 0,
+            pending: std::collections::VecDeque::new(),
             in_branch: false,
             branch_results: Vec::new(),
             ended: false,
@@ -513,6 +517,7 @@ impl Supervisor {
         self.running = Some(sp.guest);
         self.mark_resume();
         let r = self.event_loop();
+        self.drain_checkpoints();
         if tsc_off {
             crate::selftime::leave();
         }
@@ -1575,7 +1580,12 @@ impl Supervisor {
     fn on_vfork_done(&mut self, tid: pid_t) {
         if let Some(t) = self.threads.get_mut(&tid) {
             t.park = None;
-            t.resume = Resume::Cont(0);
+            // Copy mode rewrites vfork's return value at its exit stop.
+            t.resume = if matches!(t.post, Post::SetRet { .. }) {
+                Resume::Syscall
+            } else {
+                Resume::Cont(0)
+            };
             let vt = t.vt;
             self.world.wake(vt, WakeReason::Woken);
             let _ = self.world.take_wake(vt);
@@ -1783,13 +1793,17 @@ impl Supervisor {
             }
         };
         self.checkpoints += 1;
-        for seed in &plan.seeds {
-            self.run_branch(&ck, *seed, &plan, requested);
-        }
         if plan.continue_base {
+            // Up to `max_alive` checkpoints wait for their branches while
+            // the run goes on; the oldest runs its branches first.
+            while self.pending.len() >= plan.max_alive.max(1) {
+                if let Some((old, req)) = self.pending.pop_front() {
+                    self.branches_of(old, req, &plan);
+                }
+            }
             self.in_branch = false;
             let r = self.instantiate(&ck, None, None);
-            self.release_checkpoint(ck);
+            self.pending.push_back((ck, requested));
             if let Err(e) = r {
                 eprintln!("detrun: cannot resume the run after checkpoint {index}: {e}");
                 self.ended = true;
@@ -1798,10 +1812,48 @@ impl Supervisor {
             self.publish_clock();
             true
         } else {
-            self.release_checkpoint(ck);
+            self.branches_of(ck, requested, &plan);
             self.ended = true;
             false
         }
+    }
+
+    /// Run every branch of `ck`, then let the checkpoint go.
+    fn branches_of(
+        &mut self,
+        ck: crate::checkpoint::Checkpoint,
+        requested: u64,
+        plan: &crate::config::BranchPlan,
+    ) {
+        for seed in &plan.seeds {
+            self.run_branch(&ck, *seed, plan, requested);
+        }
+        self.release_checkpoint(ck);
+    }
+
+    /// At the end of the run: the branches of checkpoints still waiting,
+    /// with the run's own outcome kept.
+    fn drain_checkpoints(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let Some(plan) = self.cfg.branch.clone() else {
+            return;
+        };
+        let world = self.world.clone();
+        let stats = self.stats.clone();
+        let (main_status, deadlock, timed_out) =
+            (self.main_status, self.deadlock.take(), self.timed_out);
+        let trace = self.trace.take();
+        while let Some((ck, req)) = self.pending.pop_front() {
+            self.branches_of(ck, req, &plan);
+        }
+        self.world = world;
+        self.stats = stats;
+        self.main_status = main_status;
+        self.deadlock = deadlock;
+        self.timed_out = timed_out;
+        self.trace = trace;
     }
 
     /// Run one branch from `ck` to its end; its result goes to

@@ -103,7 +103,7 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
         SYS_wait4 | SYS_waitid => {
             let opts_arg = if a.nr == SYS_wait4 { 2 } else { 3 };
             let orig = x[opts_arg];
-            if orig & WNOHANG as u64 != 0 {
+            if orig & WNOHANG as u64 != 0 && !s.track_ids {
                 return Out::Pass;
             }
             sys::set_arg(&mut regs, opts_arg, orig | WNOHANG as u64);
@@ -155,7 +155,9 @@ pub fn wait_exit(
             s.procs[p as usize].reaped = true;
         }
     }
-    if nothing {
+    // A WNOHANG call (followed to its exit only to see what it reaped)
+    // returns as it is.
+    if nothing && orig & libc::WNOHANG as u64 == 0 {
         if let Some(t) = s.threads.get_mut(&tid) {
             t.saved = Some(orig_regs);
         }
