@@ -69,6 +69,8 @@ struct Row {
     failed: usize,
     fraction: f64,
     failing_seeds: Vec<u64>,
+    /// Mean memory a branch did not share with the checkpoint (KB).
+    private_kb: u64,
     /// Command replaying the first failing branch from scratch.
     replay: Option<String>,
 }
@@ -274,6 +276,7 @@ fn reexecute(
                 virtual_ns: 0,
                 wall_ms: t.elapsed().as_millis() as u64,
                 error: None,
+                private_dirty_kb: 0,
                 stdout: Some(o.display().to_string()),
                 stderr: Some(e.display().to_string()),
             });
@@ -295,11 +298,13 @@ fn rows(a: &ExploreArgs, results: &[BranchResult]) -> Vec<Row> {
                 failed: 0,
                 fraction: 0.0,
                 failing_seeds: Vec::new(),
+                private_kb: 0,
                 replay: None,
             });
         }
         let row = rows.last_mut().expect("pushed above");
         row.branches += 1;
+        row.private_kb += r.private_dirty_kb;
         if r.exit_code != 0 {
             row.failed += 1;
             row.failing_seeds.push(seed);
@@ -307,6 +312,7 @@ fn rows(a: &ExploreArgs, results: &[BranchResult]) -> Vec<Row> {
     }
     for row in &mut rows {
         row.fraction = row.failed as f64 / row.branches.max(1) as f64;
+        row.private_kb /= row.branches.max(1) as u64;
         if let Some(&b) = row.failing_seeds.first() {
             let mut s = crate::hunt::replay_command(
                 a.from_seed,
@@ -327,15 +333,16 @@ fn rows(a: &ExploreArgs, results: &[BranchResult]) -> Vec<Row> {
 }
 
 fn print_table(rows: &[Row]) {
-    println!("checkpoint  virtual time   branches  failed  fraction");
+    println!("checkpoint  virtual time   branches  failed  fraction  KB/branch");
     for r in rows {
         println!(
-            "{:>10}  {:>10.3} ms  {:>8}  {:>6}  {:>7.0}%  {}",
+            "{:>10}  {:>10.3} ms  {:>8}  {:>6}  {:>7.0}%  {:>9}  {}",
             r.checkpoint,
             r.at_ns as f64 / 1e6,
             r.branches,
             r.failed,
             r.fraction * 100.0,
+            r.private_kb,
             "#".repeat((r.fraction * 20.0).round() as usize)
         );
     }

@@ -28,6 +28,10 @@ pub struct BranchResult {
     pub virtual_ns: u64,
     pub wall_ms: u64,
     pub error: Option<String>,
+    /// Memory the branch's processes did not share with the checkpoint
+    /// when they exited (Private_Dirty, KB): what copy-on-write cost.
+    #[serde(default)]
+    pub private_dirty_kb: u64,
     pub stdout: Option<String>,
     pub stderr: Option<String>,
 }

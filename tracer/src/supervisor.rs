@@ -352,6 +352,8 @@ pub struct Supervisor {
     /// Next branch point of `cfg.branch`, and checkpoints taken so far.
     branch_next: usize,
     checkpoints: usize,
+    /// Private dirty memory of the branch's processes at their exits (KB).
+    pub branch_private_kb: u64,
     /// Failed tries at the pending checkpoint.
     ck_attempts: u32,
     /// Checkpoints whose branches have not run yet (explore), with the
@@ -444,6 +446,7 @@ impl Supervisor {
             branch_next: 0,
             checkpoints: 0,
             ck_attempts: 0,
+            branch_private_kb: 0,
             pending: std::collections::VecDeque::new(),
             in_branch: false,
             branch_results: Vec::new(),
@@ -1562,6 +1565,11 @@ impl Supervisor {
                 .filter(|&&v| self.world.is_alive(v))
                 .count();
             let group = pi.group_exit || libc::WIFSIGNALED(status) || live <= 1;
+            if group && self.copy_mode {
+                // What this copy cost: the pages it no longer shares with
+                // the checkpoint (and new ones), read before they go.
+                self.branch_private_kb += private_dirty_kb(pi.tgid);
+            }
             if group {
                 self.procs[p as usize].group_exit = true;
                 self.hold = Hold::UntilProcDeath(p);
@@ -1918,6 +1926,7 @@ impl Supervisor {
             virtual_ns: self.world.clock.elapsed(),
             wall_ms: started.elapsed().as_millis() as u64,
             error,
+            private_dirty_kb: self.branch_private_kb,
             stdout: files.as_ref().map(|f| f[0].display().to_string()),
             stderr: files.as_ref().map(|f| f[1].display().to_string()),
         });
@@ -1940,6 +1949,7 @@ impl Supervisor {
         self.in_kernel.clear();
         self.timed_out = false;
         self.copy_mode = true;
+        self.branch_private_kb = 0;
         self.mark_resume();
     }
 
@@ -2009,6 +2019,17 @@ impl ProcInfo {
     pub fn tgid_ns(&self) -> pid_t {
         crate::handlers::process::ns_tid(self.tgid).unwrap_or(self.tgid)
     }
+}
+
+/// Private_Dirty of a process, from /proc/PID/smaps_rollup (KB).
+fn private_dirty_kb(pid: pid_t) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .ok()
+        .and_then(|s| {
+            let l = s.lines().find(|l| l.starts_with("Private_Dirty:"))?;
+            l.split_whitespace().nth(1)?.parse().ok()
+        })
+        .unwrap_or(0)
 }
 
 /// The host's realtime clock, read once at start (for telling files that
