@@ -244,6 +244,108 @@ fn shell_and_python_resume_from_checkpoints() {
 }
 
 #[test]
+fn conformance_guests_resume_from_a_checkpoint() {
+    // Signals, SIGCHLD siginfo, wait orders, exec, pipes, files, mmap,
+    // threads, bad pointers: a checkpoint early in the run (where most
+    // of these short guests still run) and the resume give the run itself.
+    let guests = [
+        "conf_alarm_handler",
+        "conf_badptr",
+        "conf_big_pipe_write",
+        "conf_clone_cleartid",
+        "conf_condvar",
+        "conf_exec",
+        "conf_exec_thread",
+        "conf_exit_codes",
+        "conf_files",
+        "conf_fork_wait",
+        "conf_getdents_sorted",
+        "conf_itimer",
+        "conf_kill_child",
+        "conf_mmap",
+        "conf_mutex",
+        "conf_pipe",
+        "conf_pipeline_fork",
+        "conf_poll_pipe",
+        "conf_sem_shared",
+        "conf_sigchld",
+        "conf_signals",
+        "conf_sigprocmask",
+        "conf_threads_join",
+        "conf_waitpid_order",
+        "sched_counter",
+        "sched_pipes",
+        "sched_prodcons",
+        "nondet",
+    ];
+    for guest in guests {
+        let bin = build_c(guest, false);
+        let g = path_str(&bin);
+        let plain = detrun_limit(&["--seed", "4", "--chaos", "--", g], LIMIT);
+        let mut taken = 0;
+        for at in ["1us", "300us", "1ms"] {
+            let ck = detrun_limit(
+                &["--seed", "4", "--chaos", "--checkpoint-at", at, "--", g],
+                LIMIT,
+            );
+            if stderr(&ck).contains("no checkpoint was taken") {
+                continue; // the guest ended before `at`
+            }
+            taken += 1;
+            assert_eq!(stdout(&plain), stdout(&ck), "{guest} resumed from {at}");
+            assert_eq!(
+                code(&plain),
+                code(&ck),
+                "{guest} resumed from {at}: {}",
+                show(&ck)
+            );
+        }
+        assert!(taken > 0, "{guest}: no checkpoint was ever taken");
+    }
+    // What a checkpoint cannot copy: refused with the reason, or (if the
+    // first scheduling point comes before it exists) taken and faithful.
+    for (guest, why) in [
+        ("conf_socketpair", "socket"),
+        ("conf_vfork", "vfork"),
+        ("conf_fifo", "blocked in the kernel"),
+        ("conf_dup_fcntl", "file lock"),
+    ] {
+        let bin = build_c(guest, false);
+        let g = path_str(&bin);
+        let plain = detrun_limit(&["--seed", "4", "--chaos", "--", g], LIMIT);
+        let ck = detrun_limit(
+            &["--seed", "4", "--chaos", "--checkpoint-at", "1us", "--", g],
+            LIMIT,
+        );
+        let err = stderr(&ck);
+        if err.contains("no checkpoint was taken") {
+            assert!(err.contains(why), "{guest}: {}", show(&ck));
+        } else {
+            assert_eq!(stdout(&plain), stdout(&ck), "{guest}");
+        }
+    }
+    // A socket open at the checkpoint is always refused.
+    let ck = detrun_limit(
+        &[
+            "--checkpoint-at",
+            "500ms",
+            "--",
+            "python3",
+            "-c",
+            "import socket, time\na, b = socket.socketpair()\ntime.sleep(0.6)\ntime.sleep(0.6)\nprint('ok')",
+        ],
+        LIMIT,
+    );
+    let err = stderr(&ck);
+    assert!(
+        err.contains("socket") && err.contains("no checkpoint was taken"),
+        "{}",
+        show(&ck)
+    );
+    assert_eq!(stdout(&ck), "ok\n");
+}
+
+#[test]
 fn a_branch_costs_only_the_memory_it_changes() {
     // 64 MB written before the checkpoint, 2 or 16 MB after it: the
     // branch's private memory is about what it wrote (copy-on-write).

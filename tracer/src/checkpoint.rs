@@ -103,6 +103,8 @@ struct FdSnap {
     fd: i32,
     kind: FdKind,
     cloexec: bool,
+    /// File status flags of the open file description.
+    flags: i32,
     /// Descriptors with the same group share one open file description.
     group: usize,
 }
@@ -450,9 +452,23 @@ fn drive(tid: pid_t, t: &ThreadSnap) -> Result<(), String> {
 
 /// The filter of copy mode: the identity calls trap too.
 fn copy_filter() -> Result<Vec<libc::sock_filter>, String> {
-    use seccompiler::{SeccompAction, SeccompFilter, TargetArch};
+    use seccompiler::{
+        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule, TargetArch,
+    };
     let nrs = crate::handlers::vpid::INVISIBLE;
-    let rules = nrs.iter().map(|&n| (n, vec![])).collect();
+    let mut rules: std::collections::BTreeMap<i64, Vec<SeccompRule>> =
+        nrs.iter().map(|&n| (n, vec![])).collect();
+    // F_GETLK answers with a holder's PID.
+    let getlk = [libc::F_GETLK, libc::F_OFD_GETLK]
+        .iter()
+        .map(|&c| {
+            SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, c as u64)
+                .and_then(|c| SeccompRule::new(vec![c]))
+                .map_err(|e| e.to_string())
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    rules.insert(libc::SYS_fcntl, getlk);
     let f = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -518,6 +534,7 @@ impl Supervisor {
             }
             fds.push(self.scan_fds(p.tgid, &mut pipes, &mut groups, &stdio)?);
         }
+        self.check_locks(&fds)?;
         let mut threads = Vec::new();
         for t in self.threads.values() {
             let regs = sys::get_regs(t.tid).map_err(|e| format!("registers of {}: {e}", t.tid))?;
@@ -601,6 +618,45 @@ impl Supervisor {
         Ok(ck)
     }
 
+    /// File locks belong to the frozen process (POSIX) or to a description
+    /// the copy does not share (flock, OFD): refuse rather than lose them.
+    fn check_locks(&self, fds: &[Vec<FdSnap>]) -> Result<(), String> {
+        let Ok(locks) = std::fs::read_to_string("/proc/locks") else {
+            return Ok(());
+        };
+        let mut inodes = Vec::new();
+        for (p, list) in self.procs.iter().zip(fds) {
+            for f in list {
+                if matches!(f.kind, FdKind::File { .. }) {
+                    if let Some(st) = stat_path(&format!("/proc/{}/fd/{}", p.tgid, f.fd)) {
+                        inodes.push(st.st_ino);
+                    }
+                }
+            }
+        }
+        for l in locks.lines() {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            // "1: POSIX ADVISORY WRITE PID MAJ:MIN:INODE START END"
+            let (Some(pid), Some(ino)) = (w.get(4), w.get(5)) else {
+                continue;
+            };
+            let pid: pid_t = pid.parse().unwrap_or(-1);
+            let ino: u64 = ino
+                .rsplit(':')
+                .next()
+                .and_then(|i| i.parse().ok())
+                .unwrap_or(0);
+            let ours = self.procs.iter().any(|p| p.alive && p.tgid == pid);
+            if ours || (pid <= 0 && inodes.contains(&ino)) {
+                return Err(format!(
+                    "a guest holds a file lock ({}, not checkpointed)",
+                    w[1]
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn scan_fds(
         &self,
         tgid: pid_t,
@@ -677,6 +733,7 @@ impl Supervisor {
                 fd,
                 kind,
                 cloexec: flags & libc::O_CLOEXEC != 0,
+                flags,
                 group,
             });
         }
@@ -966,6 +1023,18 @@ impl Supervisor {
                         }
                         FdKind::Share => unreachable!("skipped above"),
                     };
+                    if matches!(f.kind, FdKind::Pipe { .. }) {
+                        // O_NONBLOCK and the like belong to the description.
+                        let st = f.flags
+                            & (libc::O_NONBLOCK | libc::O_APPEND | libc::O_DIRECT | libc::O_ASYNC);
+                        check(
+                            "fcntl",
+                            inj.ret(
+                                libc::SYS_fcntl,
+                                [tmp as u64, libc::F_SETFL as u64, st as u64, 0, 0, 0],
+                            )?,
+                        )?;
+                    }
                     made.insert(f.group, (pi, tmp));
                     tmp
                 };

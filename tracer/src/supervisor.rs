@@ -135,6 +135,10 @@ pub enum Post {
     VWait {
         nr: i64,
     },
+    /// Copy mode: F_GETLK's `struct flock`, whose l_pid is translated.
+    LockPid {
+        flock: u64,
+    },
     /// Copy mode: the call returns this (a child's guest PID) if it succeeded.
     SetRet {
         value: i32,
@@ -210,6 +214,9 @@ pub struct ProcInfo {
     pub notify_kernel: bool,
     /// Copy mode's filter is installed.
     pub copy_filter: bool,
+    /// Copy mode: (PID, code, status) of the child whose SIGCHLD detrun
+    /// sent, for the siginfo the guest sees.
+    pub chld_info: Option<(pid_t, i32, i32)>,
 }
 
 /// How an instruction-level point ended early.
@@ -623,6 +630,7 @@ impl Supervisor {
             exit_signal: libc::SIGCHLD,
             notify_kernel: true,
             copy_filter: false,
+            chld_info: None,
         });
         self.stats.processes += 1;
         debug_assert_eq!(id as usize + 1, self.procs.len());
@@ -1721,10 +1729,22 @@ impl Supervisor {
         let pi = &self.procs[p as usize];
         match pi.parent {
             Some(pp) if self.procs[pp as usize].alive => {
+                // A parent that ignores SIGCHLD has its children reaped at once.
+                let ignores = sys::sig_state(self.procs[pp as usize].tgid)
+                    .is_some_and(|s| s.ignored & (1 << (libc::SIGCHLD - 1)) != 0);
+                if ignores && pi.exit_signal == libc::SIGCHLD {
+                    self.procs[p as usize].reaped = true;
+                    return;
+                }
                 if !pi.notify_kernel && pi.exit_signal > 0 {
-                    let tg = self.procs[pp as usize].tgid;
+                    let st = pi.status.unwrap_or(0);
+                    let info = crate::handlers::vpid::chld_fields(pi.vpid, st);
+                    let (tg, sig) = (self.procs[pp as usize].tgid, pi.exit_signal);
+                    // A pending SIGCHLD keeps the first one's siginfo.
+                    let parent = &mut self.procs[pp as usize];
+                    parent.chld_info = parent.chld_info.or(Some(info));
                     // SAFETY: signalling our own tracee.
-                    unsafe { libc::kill(tg, pi.exit_signal) };
+                    unsafe { libc::kill(tg, sig) };
                 }
             }
             _ => self.procs[p as usize].reaped = true,
@@ -1736,7 +1756,7 @@ impl Supervisor {
         let Some(plan) = self.cfg.branch.as_ref() else {
             return false;
         };
-        if self.in_branch {
+        if self.in_branch || self.threads.is_empty() {
             return false;
         }
         let at = match plan.every {

@@ -78,6 +78,11 @@ pub fn set_regs(pid: pid_t, r: &Regs) -> io::Result<()> {
     ptrace(libc::PTRACE_SETREGS, pid, 0, r as *const _ as usize).map(drop)
 }
 
+/// Replace the siginfo of the signal a tracee is stopped to receive.
+pub fn set_siginfo(pid: pid_t, info: &[u8; 128]) -> io::Result<()> {
+    ptrace(libc::PTRACE_SETSIGINFO, pid, 0, info.as_ptr() as usize).map(drop)
+}
+
 pub fn get_siginfo(pid: pid_t) -> io::Result<libc::siginfo_t> {
     // SAFETY: siginfo_t is plain data.
     let mut si: libc::siginfo_t = unsafe { std::mem::zeroed() };

@@ -257,6 +257,7 @@ pub fn on_syscall_exit(s: &mut Supervisor, tid: pid_t) {
         } => process::wait_exit(s, tid, regs, opts_arg, orig, infop),
         Post::Kill { sig, target } => signal::kill_exit(s, tid, sig, target),
         Post::VWait { nr } => vpid::vwait_exit(s, tid, regs, nr),
+        Post::LockPid { flock } => vpid::lock_pid_exit(s, tid, regs, flock),
         Post::SetRet { value } => {
             let mut r = regs;
             if (r.rax as i64) > 0 {

@@ -151,6 +151,9 @@ pub fn on_signal(s: &mut Supervisor, tid: pid_t, sig: i32) {
     if sig != 0 {
         s.stats.signals += 1;
     }
+    if sig == libc::SIGCHLD && s.copy_mode {
+        super::vpid::fix_sigchld(s, tid);
+    }
     if s.running == Some(tid) {
         if s.world.timers_due() {
             let ds = s.world.fire_due();

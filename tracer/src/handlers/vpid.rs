@@ -77,6 +77,14 @@ impl Supervisor {
 /// Returns false when `regs` is not one.
 pub fn invisible(s: &mut Supervisor, tid: pid_t, regs: &Regs) -> bool {
     let nr = regs.orig_rax as i64;
+    if nr == libc::SYS_fcntl && matches!(regs.rsi as i32, libc::F_GETLK | libc::F_OFD_GETLK) {
+        // Run it; the holder's kernel PID is translated at its exit.
+        if let Some(t) = s.threads.get_mut(&tid) {
+            t.post = Post::LockPid { flock: regs.rdx };
+        }
+        let _ = s.resume_syscall(tid, 0);
+        return true;
+    }
     if !INVISIBLE.contains(&nr) {
         return false;
     }
@@ -327,6 +335,8 @@ fn wait(s: &mut Supervisor, tid: pid_t, me: ProcId, a: &Args, regs: Regs) -> Out
             }
         }
     } else if x[1] != 0 && sys::write_u32(tid, x[1], st as u32).is_err() {
+        // The kernel has reaped the child when it finds the pointer bad.
+        s.procs[k].reaped = true;
         return Out::Ret(super::EFAULT);
     }
     let ru = if is_waitid { x[4] } else { x[3] };
@@ -348,4 +358,70 @@ pub fn vwait_exit(s: &mut Supervisor, tid: pid_t, regs: Regs, nr: i64) {
         t.saved = Some(saved);
     }
     s.park(tid, Park::Exit, Wait::Child, None, nr);
+}
+
+/// (pid, si_code, si_status) of a SIGCHLD for a child with wait status `st`.
+pub fn chld_fields(vpid: pid_t, st: i32) -> (pid_t, i32, i32) {
+    if libc::WIFEXITED(st) {
+        (vpid, libc::CLD_EXITED, libc::WEXITSTATUS(st))
+    } else if libc::WCOREDUMP(st) {
+        (vpid, libc::CLD_DUMPED, libc::WTERMSIG(st))
+    } else {
+        (vpid, libc::CLD_KILLED, libc::WTERMSIG(st))
+    }
+}
+
+/// At a SIGCHLD delivery stop in copy mode: make the siginfo the one the
+/// original run would have delivered (the child's guest PID, and for a
+/// SIGCHLD detrun sent, the child's code and status).
+pub fn fix_sigchld(s: &mut Supervisor, tid: pid_t) {
+    let Some(p) = s.threads.get(&tid).map(|t| t.proc) else {
+        return;
+    };
+    let Ok(si) = sys::get_siginfo(tid) else {
+        return;
+    };
+    // SAFETY: siginfo_t is 128 plain bytes.
+    let mut b: [u8; 128] = unsafe { std::mem::transmute(si) };
+    let word = |b: &[u8; 128], o: usize| i32::from_ne_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+    let (code, pid) = (word(&b, 8), word(&b, 16));
+    let fields = if code == 0 && pid == 0 {
+        s.procs[p as usize].chld_info.take()
+    } else if (1..=6).contains(&code) {
+        // From the kernel: the child's namespace PID becomes its guest PID.
+        s.procs
+            .iter()
+            .find(|q| q.nspid == pid && q.vpid != 0)
+            .map(|q| (q.vpid, code, word(&b, 24)))
+    } else {
+        None
+    };
+    let Some((vpid, code, status)) = fields else {
+        return;
+    };
+    b[8..12].copy_from_slice(&code.to_ne_bytes());
+    b[16..20].copy_from_slice(&vpid.to_ne_bytes());
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    b[20..24].copy_from_slice(&uid.to_ne_bytes());
+    b[24..28].copy_from_slice(&status.to_ne_bytes());
+    let _ = sys::set_siginfo(tid, &b);
+}
+
+/// At the exit of F_GETLK: the holder's namespace PID becomes its guest PID.
+pub fn lock_pid_exit(s: &mut Supervisor, tid: pid_t, regs: Regs, flock: u64) {
+    if regs.rax == 0 {
+        if let Ok(pid) = sys::read_u32(tid, flock.wrapping_add(24)) {
+            let pid = pid as pid_t;
+            if let Some(q) = s
+                .procs
+                .iter()
+                .find(|q| q.alive && q.nspid == pid && pid > 0)
+            {
+                let _ = sys::write_u32(tid, flock.wrapping_add(24), q.vpid as u32);
+            }
+        }
+    }
+    // Invisible: not an event, the thread just goes on.
+    let _ = s.cont(tid, 0);
 }
