@@ -97,6 +97,45 @@ fn every_ns(s: &str) -> Result<u64> {
     }
 }
 
+/// Progress of a checkpointed exploration, from the run's `progress` file:
+/// one line per checkpoint whose branches are all done.
+struct Progress {
+    path: PathBuf,
+    per_checkpoint: u64,
+    seen: usize,
+    done: u64,
+    failed: u64,
+}
+
+impl Progress {
+    fn poll(&mut self) {
+        let Ok(s) = std::fs::read_to_string(&self.path) else {
+            return;
+        };
+        let lines: Vec<&str> = s.lines().collect();
+        for l in &lines[self.seen.min(lines.len())..] {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let (Some(c), Some(at), Some(code)) = (w.first(), w.get(1), w.get(2)) else {
+                continue;
+            };
+            self.done += 1;
+            self.failed += u64::from(*code != "0");
+            if self.done == self.per_checkpoint {
+                let at: u64 = at.parse().unwrap_or(0);
+                eprintln!(
+                    "  checkpoint {c} at {:.3} ms: {} of {} branches fail",
+                    at as f64 / 1e6,
+                    self.failed,
+                    self.done
+                );
+                self.done = 0;
+                self.failed = 0;
+            }
+        }
+        self.seen = lines.len();
+    }
+}
+
 /// Run `detrun ARGS -- COMMAND` with stdout and stderr to files.
 fn run_to_files(
     args: &[String],
@@ -104,6 +143,7 @@ fn run_to_files(
     out: &Path,
     err: &Path,
     timeout: Duration,
+    mut progress: Option<&mut Progress>,
 ) -> Result<Option<i32>> {
     let exe = std::env::current_exe().context("locating the detrun binary")?;
     let mut child = Command::new(exe)
@@ -117,7 +157,13 @@ fn run_to_files(
         .context("starting detrun")?;
     let start = Instant::now();
     loop {
+        if let Some(p) = progress.as_deref_mut() {
+            p.poll();
+        }
         if let Some(st) = child.try_wait()? {
+            if let Some(p) = progress.as_deref_mut() {
+                p.poll();
+            }
             use std::os::unix::process::ExitStatusExt;
             return Ok(st.code().or(st.signal().map(|s| 128 + s)));
         }
@@ -178,12 +224,21 @@ pub fn explore(a: &ExploreArgs) -> Result<i32> {
         for b in 1..=a.branches {
             args.push(format!("--branch-seed={b}"));
         }
+        let _ = std::fs::remove_file(dir.join("progress"));
+        let mut progress = Progress {
+            path: dir.join("progress"),
+            per_checkpoint: a.branches,
+            seen: 0,
+            done: 0,
+            failed: 0,
+        };
         let code = run_to_files(
             &args,
             &a.program.command,
             &dir.join("base.out"),
             &dir.join("base.err"),
             timeout,
+            Some(&mut progress),
         )?;
         let results = std::fs::read_to_string(dir.join("results.json")).with_context(|| {
             let err = std::fs::read_to_string(dir.join("base.err")).unwrap_or_default();
@@ -246,6 +301,7 @@ fn reexecute(
         &dir.join("base.out"),
         &dir.join("base.err"),
         timeout,
+        None,
     )?;
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&sum)?)?;
     let total = v["virtual_ns"].as_u64().unwrap_or(0);
@@ -265,7 +321,20 @@ fn reexecute(
             let t = Instant::now();
             let o = dir.join(format!("{name}.out"));
             let e = dir.join(format!("{name}.err"));
-            let code = run_to_files(&args, &a.program.command, &o, &e, timeout)?;
+            let code = run_to_files(&args, &a.program.command, &o, &e, timeout, None)?;
+            if b == a.branches {
+                let failed = out
+                    .iter()
+                    .filter(|r: &&BranchResult| r.checkpoint == i as usize - 1 && r.exit_code != 0)
+                    .count()
+                    + usize::from(code != Some(0));
+                eprintln!(
+                    "  checkpoint {} at {:.3} ms: {failed} of {} branches fail",
+                    i - 1,
+                    at as f64 / 1e6,
+                    a.branches
+                );
+            }
             out.push(BranchResult {
                 checkpoint: i as usize - 1,
                 at_ns: at,

@@ -1936,6 +1936,17 @@ impl Supervisor {
             }
         };
         self.trace = base_trace;
+        if let Some(d) = &plan.out_dir {
+            // One line per finished branch, for a watcher's progress.
+            use std::io::Write;
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(d.join("progress"))
+            {
+                let _ = writeln!(f, "{} {} {}", ck.index, requested_ns, code);
+            }
+        }
         self.branch_results.push(crate::summary::BranchResult {
             checkpoint: ck.index,
             at_ns: ck.at_ns,
