@@ -123,6 +123,8 @@ fn branches_match_scratch(guest: &str, points: &[&str], seeds: &[u64]) {
 
 #[test]
 fn threads_branch_from_checkpoint_equals_scratch() {
+    // With a CPU hog on both cores: wall-clock timing must not leak in.
+    let _hogs = (Hog::start(), Hog::start());
     branches_match_scratch(
         "ckpt_threads",
         &["4ms", "12ms", "21ms", "30ms"],
@@ -132,6 +134,7 @@ fn threads_branch_from_checkpoint_equals_scratch() {
 
 #[test]
 fn processes_and_pipe_branch_from_checkpoint_equals_scratch() {
+    let _hogs = (Hog::start(), Hog::start());
     branches_match_scratch(
         "ckpt_procs",
         &["5ms", "17ms", "29ms", "41ms"],

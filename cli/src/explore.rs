@@ -181,6 +181,9 @@ pub fn explore(a: &ExploreArgs) -> Result<i32> {
     if a.branches == 0 {
         bail!("--branches must be at least 1");
     }
+    if a.policy == PolicyArg::Default {
+        eprintln!("detrun explore: warning: --policy default schedules without randomness, so every branch is the same history; use chaos or pct");
+    }
     if let Err(e) = a.net.config() {
         bail!("{e}");
     }
