@@ -293,13 +293,16 @@ struct Inj {
 
 /// What an injected syscall produced besides its result.
 #[derive(Default)]
-struct InjOut {
-    ret: i64,
+pub struct InjOut {
+    pub ret: i64,
     /// The new thread or process of a clone/fork.
-    child: Option<pid_t>,
+    pub child: Option<pid_t>,
 }
 
-fn inject_raw(tid: pid_t, insn: u64, nr: i64, args: [u64; 6]) -> Result<InjOut, String> {
+/// Run one syscall in stopped thread `tid` through the `syscall`
+/// instruction at `insn` (past the seccomp filter and any fork/clone
+/// event), restoring its registers after.
+pub fn inject_raw(tid: pid_t, insn: u64, nr: i64, args: [u64; 6]) -> Result<InjOut, String> {
     let saved = sys::get_regs(tid).map_err(|e| format!("registers of {tid}: {e}"))?;
     let mut r = saved;
     r.rip = insn;
@@ -411,13 +414,10 @@ fn check(what: &str, r: i64) -> Result<i64, String> {
 
 /// Wait for the first stop of a new tracee (its initial SIGSTOP or event stop).
 fn first_stop(tid: pid_t) -> Result<(), String> {
-    loop {
-        match sys::wait_pid(tid, 0) {
-            Ok((_, st)) if libc::WIFSTOPPED(st) => return Ok(()),
-            Ok(_) => return Err(format!("new tracee {tid} died at birth")),
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-            Err(e) => return Err(format!("wait for new tracee {tid}: {e}")),
-        }
+    match Supervisor::wait_tid(tid) {
+        Some(st) if libc::WIFSTOPPED(st) => Ok(()),
+        Some(_) => Err(format!("new tracee {tid} died at birth")),
+        None => Err(format!("cannot wait for new tracee {tid}")),
     }
 }
 

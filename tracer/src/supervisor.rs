@@ -1065,7 +1065,7 @@ impl Supervisor {
         st
     }
 
-    fn wait_tid(tid: pid_t) -> Option<i32> {
+    pub(crate) fn wait_tid(tid: pid_t) -> Option<i32> {
         loop {
             match sys::wait_pid(tid, 0) {
                 Ok((_, st)) => return Some(st),

@@ -132,40 +132,9 @@ impl Supervisor {
 /// Run one syscall in `tid` through the `syscall` instruction at `insn`,
 /// letting it pass the seccomp filter. Registers are restored after.
 pub fn inject(tid: pid_t, insn: u64, nr: i64, args: [u64; 6]) -> Option<i64> {
-    let saved = sys::get_regs(tid).ok()?;
-    let mut r = saved;
-    r.rip = insn;
-    r.rax = nr as u64;
-    r.orig_rax = u64::MAX;
-    r.rdi = args[0];
-    r.rsi = args[1];
-    r.rdx = args[2];
-    r.r10 = args[3];
-    r.r8 = args[4];
-    r.r9 = args[5];
-    sys::set_regs(tid, &r).ok()?;
-    sys::singlestep(tid).ok()?;
-    let mut result = None;
-    for _ in 0..16 {
-        match sys::wait_pid(tid, 0) {
-            Ok((_, st)) if libc::WIFSTOPPED(st) => {
-                if st >> 16 == libc::PTRACE_EVENT_SECCOMP {
-                    // Our own call at the filter: let it run.
-                    if sys::singlestep(tid).is_err() {
-                        break;
-                    }
-                    continue;
-                }
-                result = sys::get_regs(tid).ok().map(|r| r.rax as i64);
-                break;
-            }
-            Ok(_) => return None,
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-            Err(_) => break,
-        }
-    }
-    let _ = sys::set_regs(tid, &saved);
-    result
+    crate::checkpoint::inject_raw(tid, insn, nr, args)
+        .ok()
+        .map(|o| o.ret)
 }
 
 /// Map the clock page into the image that just exec'd in `tid` and patch
