@@ -920,63 +920,41 @@ impl Supervisor {
                     if donor == pi {
                         tmp
                     } else {
-                        // Fetch the donor's description with pidfd_getfd.
-                        let pfd = match pidfds.get(&(pi, donor)) {
-                            Some(&x) => x,
-                            None => {
-                                let x = check(
-                                    "pidfd_open",
-                                    inj.ret(
-                                        libc::SYS_pidfd_open,
-                                        [procs[donor].nspid as u64, 0, 0, 0, 0, 0],
-                                    )?,
-                                )? as i32;
-                                pidfds.insert((pi, donor), x);
-                                temps[pi].push(x);
-                                x
-                            }
-                        };
-                        let x = check(
-                            "pidfd_getfd",
-                            inj.ret(libc::SYS_pidfd_getfd, [pfd as u64, tmp as u64, 0, 0, 0, 0])?,
-                        )? as i32;
-                        temps[pi].push(x);
-                        x
+                        fetch(
+                            inj,
+                            &mut pidfds,
+                            &mut temps[pi],
+                            (pi, donor),
+                            procs[donor].nspid,
+                            tmp,
+                        )?
                     }
                 } else {
                     let tmp = match &f.kind {
                         FdKind::Pipe { pipe, write } => {
-                            let (r, w) = match newpipe.get(pipe) {
-                                Some(&(_, r, w)) => (r, w),
+                            let (d, r, w) = match newpipe.get(pipe) {
+                                Some(&x) => x,
                                 None => {
-                                    let (r, w) = self.make_pipe(ck, pi, inj, *pipe)?;
+                                    let (r, w) = self.make_pipe(ck, inj, *pipe)?;
                                     newpipe.insert(*pipe, (pi, r, w));
                                     temps[pi].push(r);
                                     temps[pi].push(w);
-                                    (r, w)
+                                    (pi, r, w)
                                 }
                             };
                             let end = if *write { w } else { r };
-                            if newpipe.get(pipe).is_some_and(|&(d, _, _)| d == pi) {
+                            if d == pi {
                                 end
                             } else {
-                                // The pipe lives in another process: fetch it.
-                                let (d, _, _) = newpipe[pipe];
-                                let pfd = inj.ret(
-                                    libc::SYS_pidfd_open,
-                                    [procs[d].nspid as u64, 0, 0, 0, 0, 0],
-                                )?;
-                                let pfd = check("pidfd_open", pfd)? as i32;
-                                temps[pi].push(pfd);
-                                let x = check(
-                                    "pidfd_getfd",
-                                    inj.ret(
-                                        libc::SYS_pidfd_getfd,
-                                        [pfd as u64, end as u64, 0, 0, 0, 0],
-                                    )?,
-                                )? as i32;
-                                temps[pi].push(x);
-                                x
+                                // The pipe lives in another process.
+                                fetch(
+                                    inj,
+                                    &mut pidfds,
+                                    &mut temps[pi],
+                                    (pi, d),
+                                    procs[d].nspid,
+                                    end,
+                                )?
                             }
                         }
                         FdKind::File { flags, pos } => {
@@ -1021,7 +999,7 @@ impl Supervisor {
                             temps[pi].push(x);
                             x
                         }
-                        FdKind::Share => unreachable!("skipped above"),
+                        FdKind::Share => continue,
                     };
                     if matches!(f.kind, FdKind::Pipe { .. }) {
                         // O_NONBLOCK and the like belong to the description.
@@ -1059,15 +1037,9 @@ impl Supervisor {
         Ok(())
     }
 
-    /// A new pipe in process `pi` of the copy, with the content of the
+    /// A new pipe in the copy `inj` works in, with the content of the
     /// frozen pipe `pipe`. Returns its (read, write) fds there.
-    fn make_pipe(
-        &self,
-        ck: &Checkpoint,
-        pi: usize,
-        inj: &Inj,
-        pipe: usize,
-    ) -> Result<(i32, i32), String> {
+    fn make_pipe(&self, ck: &Checkpoint, inj: &Inj, pipe: usize) -> Result<(i32, i32), String> {
         check(
             "pipe2",
             inj.ret(
@@ -1098,7 +1070,6 @@ impl Supervisor {
             let nw = sys::pidfd_getfd(np.as_raw_fd(), w).map_err(|e| e.to_string())?;
             copy_pipe(&kr, &nw)?;
         }
-        let _ = pi;
         Ok((r, w))
     }
 
@@ -1131,6 +1102,36 @@ impl Supervisor {
             }
         }
     }
+}
+
+/// The open file description `fd` of copy `key.1` (namespace PID `nspid`),
+/// as a new descriptor of the copy `inj` works in (`pidfd_getfd`).
+fn fetch(
+    inj: &Inj,
+    pidfds: &mut BTreeMap<(usize, usize), i32>,
+    temps: &mut Vec<i32>,
+    key: (usize, usize),
+    nspid: pid_t,
+    fd: i32,
+) -> Result<i32, String> {
+    let pfd = match pidfds.get(&key) {
+        Some(&x) => x,
+        None => {
+            let x = check(
+                "pidfd_open",
+                inj.ret(libc::SYS_pidfd_open, [nspid as u64, 0, 0, 0, 0, 0])?,
+            )? as i32;
+            pidfds.insert(key, x);
+            temps.push(x);
+            x
+        }
+    };
+    let x = check(
+        "pidfd_getfd",
+        inj.ret(libc::SYS_pidfd_getfd, [pfd as u64, fd as u64, 0, 0, 0, 0])?,
+    )? as i32;
+    temps.push(x);
+    Ok(x)
 }
 
 fn install_filter(inj: &Inj, filter: &[libc::sock_filter]) -> Result<(), String> {
