@@ -385,6 +385,55 @@ fn a_branch_costs_only_the_memory_it_changes() {
     }
 }
 
+#[test]
+fn go_tokio_and_node_resume_and_branch() {
+    // epoll and eventfd are rebuilt in the copy; V8 keeps its heap out of
+    // forks (MADV_DONTFORK), which the checkpoint copies anyway.
+    let go = build_go("go_guest");
+    let tokio = build_cargo_guest("tokio_guest");
+    let dir = scratch_dir("checkpoint", "runtimes");
+    let js = dir.join("w.js");
+    std::fs::write(
+        &js,
+        "const { Worker, isMainThread, parentPort } = require('worker_threads');\n\
+         if (isMainThread) {\n  let got = [];\n\
+           const ws = [0, 1].map(i => { const w = new Worker(__filename); w.on('message', m => got.push(i + ':' + m)); return w; });\n\
+           setTimeout(() => { console.log(got.join(' ')); ws.forEach(w => w.terminate()); }, 50);\n\
+           setInterval(() => got.push('tick'), 7).unref();\n\
+         } else {\n  let n = 0;\n\
+           const t = setInterval(() => { parentPort.postMessage(n++); if (n > 4) clearInterval(t); }, 3);\n}\n",
+    )
+    .expect("write js");
+    let cases: [(Vec<&str>, &[&str]); 3] = [
+        (vec![path_str(&go)], &["1ms", "5ms"]),
+        (vec![path_str(&tokio)], &["1ms", "5ms", "20ms"]),
+        (vec!["node", path_str(&js)], &["5ms", "30ms"]),
+    ];
+    for (cmd, points) in cases {
+        let run = |extra: &[&str]| {
+            let mut a = vec!["--seed", "4", "--chaos"];
+            a.extend(extra);
+            a.push("--");
+            a.extend(cmd.iter().copied());
+            detrun_limit(&a, LIMIT)
+        };
+        let plain = run(&[]);
+        assert_eq!(code(&plain), 0, "{}", show(&plain));
+        for &at in points {
+            let ck = run(&["--checkpoint-at", at]);
+            assert!(
+                !stderr(&ck).contains("checkpoint"),
+                "{cmd:?} at {at}: {}",
+                show(&ck)
+            );
+            assert_same(&plain, &ck, &format!("{cmd:?} resumed from {at}"));
+            let b = run(&["--checkpoint-at", at, "--branch-seed", "2"]);
+            let s = run(&["--branch-at", at, "--branch-seed", "2"]);
+            assert_same(&s, &b, &format!("{cmd:?} branch 2 at {at}"));
+        }
+    }
+}
+
 fn explore_rows(dir: &Path) -> Vec<(u64, f64, String)> {
     let v: serde_json::Value =
         serde_json::from_slice(&read(dir.join("explore.json"))).expect("explore.json");

@@ -96,6 +96,11 @@ enum FdKind {
     File { flags: i32, pos: u64 },
     /// detrun's stdout (1) or stderr (2) while branch outputs are captured.
     Capture(u8),
+    /// An eventfd with its counter.
+    Eventfd { count: u64, semaphore: bool },
+    /// An epoll instance and its watches: (fd, events, data). Made after
+    /// every other descriptor is in place, since watches name fds.
+    Epoll { watches: Vec<(i32, u32, u64)> },
 }
 
 #[derive(Clone, Debug)]
@@ -135,6 +140,9 @@ pub struct ThreadSnap {
 
 pub struct ProcSnap {
     info: ProcInfo,
+    /// Mappings a fork would drop (MADV_DONTFORK, e.g. V8's heap) or zero
+    /// (MADV_WIPEONFORK): (start, length, wipe).
+    nofork: Vec<(u64, u64, bool)>,
     /// Process-directed pending signals.
     shared_pending: u64,
     fds: Vec<FdSnap>,
@@ -230,6 +238,46 @@ fn get_sigmask(tid: pid_t) -> u64 {
 fn set_sigmask(tid: pid_t, m: u64) {
     // SAFETY: the kernel reads 8 bytes from m.
     unsafe { libc::ptrace(PTRACE_SETSIGMASK, tid, 8usize, &m as *const u64) };
+}
+
+/// Ranges of `pid` marked "do not copy" or "wipe" on fork (VmFlags dc, wf).
+fn nofork_ranges(pid: pid_t) -> Vec<(u64, u64, bool)> {
+    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/smaps")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut range = None;
+    for l in s.lines() {
+        if let Some(flags) = l.strip_prefix("VmFlags:") {
+            let fl: Vec<&str> = flags.split_whitespace().collect();
+            let (dc, wf) = (fl.contains(&"dc"), fl.contains(&"wf"));
+            if let (Some((a, b)), true) = (range, dc || wf) {
+                out.push((a, b - a, wf && !dc));
+            }
+        } else if let Some((a, rest)) = l.split_once('-') {
+            let b = rest.split_whitespace().next().unwrap_or("");
+            range = match (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) {
+                (Ok(a), Ok(b)) => Some((a, b)),
+                _ => range,
+            };
+        }
+    }
+    out
+}
+
+fn eventfd_of(tgid: pid_t, fd: i32) -> Result<FdKind, String> {
+    let info = std::fs::read_to_string(format!("/proc/{tgid}/fdinfo/{fd}"))
+        .map_err(|e| format!("eventfd {fd}: {e}"))?;
+    let field = |k: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(k))
+            .map(|v| v.trim().to_string())
+    };
+    let count = field("eventfd-count:")
+        .and_then(|v| u64::from_str_radix(&v, 16).ok())
+        .ok_or_else(|| format!("eventfd {fd}: no count in fdinfo"))?;
+    let semaphore = field("eventfd-semaphore:").is_some_and(|v| v == "1");
+    Ok(FdKind::Eventfd { count, semaphore })
 }
 
 /// Same open file description? (kcmp KCMP_FILE)
@@ -573,6 +621,11 @@ impl Supervisor {
             .iter()
             .zip(fds)
             .map(|(p, fds)| ProcSnap {
+                nofork: if p.alive {
+                    nofork_ranges(p.tgid)
+                } else {
+                    Vec::new()
+                },
                 shared_pending: if p.alive {
                     sys::sig_state(p.tgid).map_or(0, |s| s.shared)
                 } else {
@@ -616,6 +669,52 @@ impl Supervisor {
             p.pidfd = -1;
         }
         Ok(ck)
+    }
+
+    /// An epoll instance's watches, if a copy can rebuild it exactly.
+    fn epoll_of(&self, tgid: pid_t, efd: i32) -> Result<FdKind, String> {
+        let info = std::fs::read_to_string(format!("/proc/{tgid}/fdinfo/{efd}"))
+            .map_err(|e| format!("epoll fd {efd}: {e}"))?;
+        let mut watches = Vec::new();
+        for l in info.lines().filter(|l| l.starts_with("tfd:")) {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let field = |k: &str| w.iter().position(|x| *x == k).and_then(|i| w.get(i + 1));
+            let tfd: i32 = field("tfd:").and_then(|v| v.parse().ok()).unwrap_or(-1);
+            let events = field("events:").and_then(|v| u32::from_str_radix(v, 16).ok());
+            let data = field("data:").and_then(|v| u64::from_str_radix(v, 16).ok());
+            let (Some(events), Some(data)) = (events, data) else {
+                return Err(format!("epoll fd {efd}: unreadable watch `{l}`"));
+            };
+            // The watch must still name the file its fd number holds.
+            let slot = [efd as u32, tfd as u32, 0u32];
+            // SAFETY: kcmp reads the three-word slot.
+            let same =
+                unsafe { libc::syscall(libc::SYS_kcmp, tgid, tgid, 7, tfd, slot.as_ptr()) == 0 };
+            if !same {
+                return Err(format!("epoll fd {efd} watches a closed fd {tfd}"));
+            }
+            let link = std::fs::read_link(format!("/proc/{tgid}/fd/{tfd}")).unwrap_or_default();
+            if link.to_string_lossy() == "anon_inode:[eventpoll]" {
+                return Err(format!("epoll fd {efd} watches another epoll"));
+            }
+            // A ready edge-triggered watch may or may not have reported
+            // its edge: wait for a point where it is not ready.
+            if events & libc::EPOLLET as u32 != 0 {
+                let pidfd = self
+                    .procs
+                    .iter()
+                    .find(|p| p.tgid == tgid)
+                    .map_or(-1, |p| p.pidfd);
+                if let Ok(f) = sys::pidfd_getfd(pidfd, tfd) {
+                    let ev = (events & 0x2007) as i16; // IN, PRI, OUT, RDHUP
+                    if crate::handlers::io::ready(&f, ev) {
+                        return Err("an edge-triggered epoll watch is ready".into());
+                    }
+                }
+            }
+            watches.push((tfd, events, data));
+        }
+        Ok(FdKind::Epoll { watches })
     }
 
     /// File locks belong to the frozen process (POSIX) or to a description
@@ -710,6 +809,10 @@ impl Supervisor {
                 }
             } else if link.starts_with("socket:") {
                 return Err(format!("fd {fd} is a socket (not checkpointed)"));
+            } else if link == "anon_inode:[eventfd]" {
+                eventfd_of(tgid, fd)?
+            } else if link == "anon_inode:[eventpoll]" {
+                self.epoll_of(tgid, fd)?
             } else if link.starts_with("anon_inode:") {
                 return Err(format!("fd {fd} is {link} (not checkpointed)"));
             } else {
@@ -782,12 +885,31 @@ impl Supervisor {
                 lead.push(None);
                 continue;
             };
+            // Mappings the program keeps out of its forks are copied too,
+            // then marked again in both.
+            let advise = |tid: pid_t, copy: bool| -> Result<(), String> {
+                for &(a, len, wipe) in &p.nofork {
+                    let adv = match (copy, wipe) {
+                        (true, false) => libc::MADV_DOFORK,
+                        (true, true) => libc::MADV_KEEPONFORK,
+                        (false, false) => libc::MADV_DONTFORK,
+                        (false, true) => libc::MADV_WIPEONFORK,
+                    };
+                    let r =
+                        inject_raw(tid, insn, libc::SYS_madvise, [a, len, adv as u64, 0, 0, 0])?;
+                    check("madvise", r.ret)?;
+                }
+                Ok(())
+            };
+            advise(first.tid, true)?;
             // No scratch page in the frozen process: the copy would inherit it.
-            let forked = inject_raw(first.tid, insn, libc::SYS_fork, [0; 6])?;
-            let child = forked
+            let forked = inject_raw(first.tid, insn, libc::SYS_fork, [0; 6]);
+            advise(first.tid, false)?;
+            let child = forked?
                 .child
                 .ok_or("fork of a checkpointed process failed")?;
             first_stop(child)?;
+            advise(child, false)?;
             let inj = Inj::new(child, insn)?;
             if !p.info.copy_filter {
                 install_filter(&inj, &filter)?;
@@ -906,124 +1028,180 @@ impl Supervisor {
         }
         // pidfd of each donor, opened in a target that needs it: (target, donor) -> fd.
         let mut pidfds: BTreeMap<(usize, usize), i32> = BTreeMap::new();
-        for (pi, p) in ck.procs.iter().enumerate() {
-            let Some(inj) = lead[pi].as_ref() else {
-                continue;
-            };
-            for f in &p.fds {
-                if matches!(f.kind, FdKind::Share)
-                    || (matches!(f.kind, FdKind::Capture(_)) && capture.is_none())
-                {
+        // Epoll instances last: their watches name the other descriptors.
+        for epolls in [false, true] {
+            for (pi, p) in ck.procs.iter().enumerate() {
+                let Some(inj) = lead[pi].as_ref() else {
                     continue;
-                }
-                let fresh = if let Some(&(donor, tmp)) = made.get(&f.group) {
-                    if donor == pi {
-                        tmp
-                    } else {
-                        fetch(
-                            inj,
-                            &mut pidfds,
-                            &mut temps[pi],
-                            (pi, donor),
-                            procs[donor].nspid,
-                            tmp,
-                        )?
-                    }
-                } else {
-                    let tmp = match &f.kind {
-                        FdKind::Pipe { pipe, write } => {
-                            let (d, r, w) = match newpipe.get(pipe) {
-                                Some(&x) => x,
-                                None => {
-                                    let (r, w) = self.make_pipe(ck, inj, *pipe)?;
-                                    newpipe.insert(*pipe, (pi, r, w));
-                                    temps[pi].push(r);
-                                    temps[pi].push(w);
-                                    (pi, r, w)
-                                }
-                            };
-                            let end = if *write { w } else { r };
-                            if d == pi {
-                                end
-                            } else {
-                                // The pipe lives in another process.
-                                fetch(
-                                    inj,
-                                    &mut pidfds,
-                                    &mut temps[pi],
-                                    (pi, d),
-                                    procs[d].nspid,
-                                    end,
-                                )?
-                            }
-                        }
-                        FdKind::File { flags, pos } => {
-                            let path = format!("/proc/self/fd/{}\0", f.fd);
-                            let a = inj.put(0, path.as_bytes())?;
-                            let keep = libc::O_ACCMODE
-                                | libc::O_APPEND
-                                | libc::O_NONBLOCK
-                                | libc::O_DIRECTORY
-                                | libc::O_NOATIME
-                                | libc::O_PATH
-                                | libc::O_DIRECT;
-                            let fl = (flags & keep) | libc::O_CLOEXEC;
-                            let x = check(
-                                "reopen",
-                                inj.ret(
-                                    libc::SYS_openat,
-                                    [libc::AT_FDCWD as u64, a, fl as u64, 0, 0, 0],
-                                )?,
-                            )? as i32;
-                            if flags & libc::O_PATH == 0 {
-                                inj.ret(libc::SYS_lseek, [x as u64, *pos, 0, 0, 0, 0])?;
-                            }
-                            temps[pi].push(x);
-                            x
-                        }
-                        FdKind::Capture(n) => {
-                            let path = capture
-                                .map(|c| c[*n as usize - 1].clone())
-                                .ok_or("captured output without capture files")?;
-                            let mut b = path.as_os_str().as_encoded_bytes().to_vec();
-                            b.push(0);
-                            let a = inj.put(0, &b)?;
-                            let fl = libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC;
-                            let x = check(
-                                "open capture file",
-                                inj.ret(
-                                    libc::SYS_openat,
-                                    [libc::AT_FDCWD as u64, a, fl as u64, 0, 0, 0],
-                                )?,
-                            )? as i32;
-                            temps[pi].push(x);
-                            x
-                        }
-                        FdKind::Share => continue,
-                    };
-                    if matches!(f.kind, FdKind::Pipe { .. }) {
-                        // O_NONBLOCK and the like belong to the description.
-                        let st = f.flags
-                            & (libc::O_NONBLOCK | libc::O_APPEND | libc::O_DIRECT | libc::O_ASYNC);
-                        check(
-                            "fcntl",
-                            inj.ret(
-                                libc::SYS_fcntl,
-                                [tmp as u64, libc::F_SETFL as u64, st as u64, 0, 0, 0],
-                            )?,
-                        )?;
-                    }
-                    made.insert(f.group, (pi, tmp));
-                    tmp
                 };
-                let fl = if f.cloexec { libc::O_CLOEXEC } else { 0 };
-                check(
-                    "dup3",
-                    inj.ret(
-                        libc::SYS_dup3,
-                        [fresh as u64, f.fd as u64, fl as u64, 0, 0, 0],
-                    )?,
-                )?;
+                for f in &p.fds {
+                    if matches!(f.kind, FdKind::Share)
+                        || (matches!(f.kind, FdKind::Capture(_)) && capture.is_none())
+                        || matches!(f.kind, FdKind::Epoll { .. }) != epolls
+                    {
+                        continue;
+                    }
+                    let fresh = if let Some(&(donor, tmp)) = made.get(&f.group) {
+                        if donor == pi {
+                            tmp
+                        } else {
+                            fetch(
+                                inj,
+                                &mut pidfds,
+                                &mut temps[pi],
+                                (pi, donor),
+                                procs[donor].nspid,
+                                tmp,
+                            )?
+                        }
+                    } else {
+                        let tmp = match &f.kind {
+                            FdKind::Pipe { pipe, write } => {
+                                let (d, r, w) = match newpipe.get(pipe) {
+                                    Some(&x) => x,
+                                    None => {
+                                        let (r, w) = self.make_pipe(ck, inj, *pipe)?;
+                                        newpipe.insert(*pipe, (pi, r, w));
+                                        temps[pi].push(r);
+                                        temps[pi].push(w);
+                                        (pi, r, w)
+                                    }
+                                };
+                                let end = if *write { w } else { r };
+                                if d == pi {
+                                    end
+                                } else {
+                                    // The pipe lives in another process.
+                                    fetch(
+                                        inj,
+                                        &mut pidfds,
+                                        &mut temps[pi],
+                                        (pi, d),
+                                        procs[d].nspid,
+                                        end,
+                                    )?
+                                }
+                            }
+                            FdKind::File { flags, pos } => {
+                                let path = format!("/proc/self/fd/{}\0", f.fd);
+                                let a = inj.put(0, path.as_bytes())?;
+                                let keep = libc::O_ACCMODE
+                                    | libc::O_APPEND
+                                    | libc::O_NONBLOCK
+                                    | libc::O_DIRECTORY
+                                    | libc::O_NOATIME
+                                    | libc::O_PATH
+                                    | libc::O_DIRECT;
+                                let fl = (flags & keep) | libc::O_CLOEXEC;
+                                let x = check(
+                                    "reopen",
+                                    inj.ret(
+                                        libc::SYS_openat,
+                                        [libc::AT_FDCWD as u64, a, fl as u64, 0, 0, 0],
+                                    )?,
+                                )? as i32;
+                                if flags & libc::O_PATH == 0 {
+                                    inj.ret(libc::SYS_lseek, [x as u64, *pos, 0, 0, 0, 0])?;
+                                }
+                                temps[pi].push(x);
+                                x
+                            }
+                            FdKind::Capture(n) => {
+                                let path = capture
+                                    .map(|c| c[*n as usize - 1].clone())
+                                    .ok_or("captured output without capture files")?;
+                                let mut b = path.as_os_str().as_encoded_bytes().to_vec();
+                                b.push(0);
+                                let a = inj.put(0, &b)?;
+                                let fl = libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC;
+                                let x = check(
+                                    "open capture file",
+                                    inj.ret(
+                                        libc::SYS_openat,
+                                        [libc::AT_FDCWD as u64, a, fl as u64, 0, 0, 0],
+                                    )?,
+                                )? as i32;
+                                temps[pi].push(x);
+                                x
+                            }
+                            FdKind::Share => continue,
+                            FdKind::Eventfd { count, semaphore } => {
+                                let fl = (f.flags & libc::O_NONBLOCK)
+                                    | libc::O_CLOEXEC
+                                    | if *semaphore { libc::EFD_SEMAPHORE } else { 0 };
+                                let x = check(
+                                    "eventfd2",
+                                    inj.ret(libc::SYS_eventfd2, [0, fl as u64, 0, 0, 0, 0])?,
+                                )? as i32;
+                                temps[pi].push(x);
+                                if *count > 0 {
+                                    let a = inj.put(0, &count.to_ne_bytes())?;
+                                    check(
+                                        "eventfd write",
+                                        inj.ret(libc::SYS_write, [x as u64, a, 8, 0, 0, 0])?,
+                                    )?;
+                                }
+                                x
+                            }
+                            FdKind::Epoll { watches } => {
+                                let x = check(
+                                    "epoll_create1",
+                                    inj.ret(
+                                        libc::SYS_epoll_create1,
+                                        [libc::EPOLL_CLOEXEC as u64, 0, 0, 0, 0, 0],
+                                    )?,
+                                )? as i32;
+                                temps[pi].push(x);
+                                for &(tfd, events, data) in watches {
+                                    let mut ev = [0u8; 12];
+                                    ev[0..4].copy_from_slice(&events.to_ne_bytes());
+                                    ev[4..12].copy_from_slice(&data.to_ne_bytes());
+                                    let a = inj.put(0, &ev)?;
+                                    check(
+                                        "epoll_ctl",
+                                        inj.ret(
+                                            libc::SYS_epoll_ctl,
+                                            [
+                                                x as u64,
+                                                libc::EPOLL_CTL_ADD as u64,
+                                                tfd as u64,
+                                                a,
+                                                0,
+                                                0,
+                                            ],
+                                        )?,
+                                    )?;
+                                }
+                                x
+                            }
+                        };
+                        if matches!(f.kind, FdKind::Pipe { .. }) {
+                            // O_NONBLOCK and the like belong to the description.
+                            let st = f.flags
+                                & (libc::O_NONBLOCK
+                                    | libc::O_APPEND
+                                    | libc::O_DIRECT
+                                    | libc::O_ASYNC);
+                            check(
+                                "fcntl",
+                                inj.ret(
+                                    libc::SYS_fcntl,
+                                    [tmp as u64, libc::F_SETFL as u64, st as u64, 0, 0, 0],
+                                )?,
+                            )?;
+                        }
+                        made.insert(f.group, (pi, tmp));
+                        tmp
+                    };
+                    let fl = if f.cloexec { libc::O_CLOEXEC } else { 0 };
+                    check(
+                        "dup3",
+                        inj.ret(
+                            libc::SYS_dup3,
+                            [fresh as u64, f.fd as u64, fl as u64, 0, 0, 0],
+                        )?,
+                    )?;
+                }
             }
         }
         for (pi, ts) in temps.iter().enumerate() {

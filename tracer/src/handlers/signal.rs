@@ -151,6 +151,17 @@ pub fn on_signal(s: &mut Supervisor, tid: pid_t, sig: i32) {
     if sig != 0 {
         s.stats.signals += 1;
     }
+    if s.cfg.debug && sig == libc::SIGSEGV {
+        let r = sys::get_regs(tid).map(|r| (r.rip, r.rsp)).unwrap_or((0, 0));
+        let a = sys::get_siginfo(tid)
+            // SAFETY: si_addr reads the union of a SIGSEGV siginfo.
+            .map(|i| unsafe { i.si_addr() } as u64)
+            .unwrap_or(0);
+        eprintln!(
+            "[detrun] SIGSEGV in {tid}: rip {:#x} rsp {:#x} addr {a:#x}",
+            r.0, r.1
+        );
+    }
     if sig == libc::SIGCHLD && s.copy_mode {
         super::vpid::fix_sigchld(s, tid);
     }
