@@ -40,6 +40,11 @@ pub struct ExploreArgs {
     /// Example: --out explore-1337
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// What counts as a failing branch (repeatable), as for hunt: `exit`
+    /// (the default), `signal`, `stdout-regex=RE`, `stderr-regex=RE`.
+    /// Example: --fail-on stdout-regex='LOST UPDATE'
+    #[arg(long, value_name = "RULE")]
+    fail_on: Vec<String>,
     /// Checkpoints kept alive at once, waiting for their branches while the
     /// run goes on (each costs the memory its processes have changed since).
     /// Example: --max-checkpoints 4
@@ -123,7 +128,7 @@ impl Progress {
             if self.done == self.per_checkpoint {
                 let at: u64 = at.parse().unwrap_or(0);
                 eprintln!(
-                    "  checkpoint {c} at {:.3} ms: {} of {} branches fail",
+                    "  checkpoint {c} at {:.3} ms: {} of {} branches exited non-zero",
                     at as f64 / 1e6,
                     self.failed,
                     self.done
@@ -178,6 +183,7 @@ fn run_to_files(
 
 pub fn explore(a: &ExploreArgs) -> Result<i32> {
     let every = every_ns(&a.every)?;
+    let rules = crate::hunt::FailRules::parse(&a.fail_on)?;
     if a.branches == 0 {
         bail!("--branches must be at least 1");
     }
@@ -251,7 +257,7 @@ pub fn explore(a: &ExploreArgs) -> Result<i32> {
             serde_json::from_str(&results).context("reading results.json")?;
         (code, r)
     };
-    let rows = rows(a, &results);
+    let rows = rows(a, &results, &rules);
     print_table(&rows);
     let report = Report {
         seed: a.from_seed,
@@ -332,7 +338,7 @@ fn reexecute(
                     .count()
                     + usize::from(code != Some(0));
                 eprintln!(
-                    "  checkpoint {} at {:.3} ms: {failed} of {} branches fail",
+                    "  checkpoint {} at {:.3} ms: {failed} of {} branches exited non-zero",
                     i - 1,
                     at as f64 / 1e6,
                     a.branches
@@ -358,7 +364,13 @@ fn reexecute(
     Ok((code, out))
 }
 
-fn rows(a: &ExploreArgs, results: &[BranchResult]) -> Vec<Row> {
+fn rows(a: &ExploreArgs, results: &[BranchResult], rules: &crate::hunt::FailRules) -> Vec<Row> {
+    let text = |p: &Option<String>| {
+        p.as_ref()
+            .and_then(|p| std::fs::read(p).ok())
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    };
     let mut rows: Vec<Row> = Vec::new();
     for r in results {
         let Some(seed) = r.seed else { continue };
@@ -377,7 +389,7 @@ fn rows(a: &ExploreArgs, results: &[BranchResult]) -> Vec<Row> {
         let row = rows.last_mut().expect("pushed above");
         row.branches += 1;
         row.private_kb += r.private_dirty_kb;
-        if r.exit_code != 0 {
+        if rules.failed(r.exit_code, &text(&r.stdout), &text(&r.stderr)) {
             row.failed += 1;
             row.failing_seeds.push(seed);
         }

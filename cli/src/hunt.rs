@@ -208,8 +208,8 @@ pub fn run_child(
     ))
 }
 
-/// How hunt judges a run.
-struct FailRules {
+/// How hunt (and explore) judge a run.
+pub struct FailRules {
     exit: bool,
     signal: bool,
     stdout: Vec<regex::Regex>,
@@ -217,7 +217,7 @@ struct FailRules {
 }
 
 impl FailRules {
-    fn parse(rules: &[String]) -> Result<FailRules> {
+    pub fn parse(rules: &[String]) -> Result<FailRules> {
         let mut r = FailRules {
             exit: rules.is_empty(),
             signal: false,
@@ -246,7 +246,7 @@ impl FailRules {
         Ok(r)
     }
 
-    fn failed(&self, code: i32, out: &str, err: &str) -> bool {
+    pub fn failed(&self, code: i32, out: &str, err: &str) -> bool {
         (self.exit && code != 0)
             || (self.signal && code > 128)
             || self.stdout.iter().any(|re| re.is_match(out))

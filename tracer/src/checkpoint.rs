@@ -352,6 +352,19 @@ pub struct InjOut {
 /// event), restoring its registers after.
 pub fn inject_raw(tid: pid_t, insn: u64, nr: i64, args: [u64; 6]) -> Result<InjOut, String> {
     let saved = sys::get_regs(tid).map_err(|e| format!("registers of {tid}: {e}"))?;
+    let r = run_injected(tid, saved, insn, nr, args);
+    // Whatever happened, the thread gets its registers back.
+    let _ = sys::set_regs(tid, &saved);
+    r
+}
+
+fn run_injected(
+    tid: pid_t,
+    saved: Regs,
+    insn: u64,
+    nr: i64,
+    args: [u64; 6],
+) -> Result<InjOut, String> {
     let mut r = saved;
     r.rip = insn;
     r.rax = nr as u64;
@@ -366,7 +379,10 @@ pub fn inject_raw(tid: pid_t, insn: u64, nr: i64, args: [u64; 6]) -> Result<InjO
     let mut out = InjOut::default();
     sys::singlestep(tid).map_err(|e| format!("step {tid}: {e}"))?;
     let mut done = false;
-    for _ in 0..64 {
+    for round in 0..64 {
+        if round > 0 {
+            sys::singlestep(tid).map_err(|e| format!("step {tid}: {e}"))?;
+        }
         let st = match sys::wait_pid(tid, 0) {
             Ok((_, st)) => st,
             Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
@@ -392,16 +408,21 @@ pub fn inject_raw(tid: pid_t, insn: u64, nr: i64, args: [u64; 6]) -> Result<InjO
                     break;
                 }
             }
+            // The instruction is not there (a stale address): give up,
+            // leaving the thread stopped.
+            (libc::SIGSEGV | libc::SIGBUS | libc::SIGILL, 0)
+                if sys::get_regs(tid).is_ok_and(|r| r.rip == insn) =>
+            {
+                return Err(format!("no syscall instruction at {insn:#x} in {tid}"));
+            }
             // Anything else (a signal arriving at the frozen process): drop it.
             _ => {}
         }
-        sys::singlestep(tid).map_err(|e| format!("step {tid}: {e}"))?;
     }
     if !done {
         return Err(format!("injected syscall {nr} in {tid} did not complete"));
     }
     out.ret = sys::get_regs(tid).map(|r| r.rax as i64).unwrap_or(-1);
-    let _ = sys::set_regs(tid, &saved);
     Ok(out)
 }
 
@@ -852,9 +873,6 @@ impl Supervisor {
         capture: Option<[PathBuf; 2]>,
         trace: Option<&Path>,
     ) -> Result<(), String> {
-        let insn = self
-            .vdso_syscall
-            .ok_or("no syscall instruction known for injection")?;
         let filter = copy_filter()?;
         self.reset_set(ck.world.clone(), ck.main_proc, ck.stats.clone());
         self.fsv = ck.fsv.clone();
@@ -885,6 +903,10 @@ impl Supervisor {
                 lead.push(None);
                 continue;
             };
+            let insn = p.info.syscall_insn;
+            if insn == 0 {
+                return Err("no syscall instruction known for injection".into());
+            }
             // Mappings the program keeps out of its forks are copied too,
             // then marked again in both.
             let advise = |tid: pid_t, copy: bool| -> Result<(), String> {

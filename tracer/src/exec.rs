@@ -112,8 +112,10 @@ fn fix_auxv(s: &mut Supervisor, tid: pid_t, p: detrun_scheduler::ProcId) {
             AT_NULL => break,
             AT_SYSINFO_EHDR => {
                 if s.vdso_syscall.is_none() {
-                    s.vdso_syscall = find_syscall_insn(tid, val);
+                    s.vdso_syscall = find_syscall_insn(tid, val).map(|i| i - val);
                 }
+                // The vDSO is where this image has it.
+                s.procs[p as usize].syscall_insn = s.vdso_syscall.map_or(0, |o| val + o);
                 vdso = Some((a, val));
             }
             AT_RANDOM => {
@@ -126,9 +128,9 @@ fn fix_auxv(s: &mut Supervisor, tid: pid_t, p: detrun_scheduler::ProcId) {
     }
     if let Some((slot, base)) = vdso {
         // Answer time calls in the tracee, or hide the vDSO so they trap.
-        let fast = match s.vdso_syscall {
-            Some(insn) => crate::vdso::install(s, tid, base, insn),
-            None => false,
+        let fast = match s.procs[p as usize].syscall_insn {
+            0 => false,
+            insn => crate::vdso::install(s, tid, base, insn),
         };
         if !fast {
             let _ = sys::write_u64(tid, slot, AT_IGNORE);
@@ -153,13 +155,17 @@ fn rearm_cpuid(s: &mut Supervisor, tid: pid_t) {
     if !s.cpuid_faulting {
         return;
     }
-    let Some(insn) = s.vdso_syscall else {
+    let insn = s
+        .threads
+        .get(&tid)
+        .map_or(0, |t| s.procs[t.proc as usize].syscall_insn);
+    if insn == 0 {
         s.stats.hazard(
             "cpuid",
             "no syscall instruction found to re-arm CPUID faulting",
         );
         return;
-    };
+    }
     let r = crate::vdso::inject(
         tid,
         insn,

@@ -214,6 +214,9 @@ pub struct ProcInfo {
     pub notify_kernel: bool,
     /// Copy mode's filter is installed.
     pub copy_filter: bool,
+    /// Address of a `syscall` instruction in the process's vDSO (0: none
+    /// known), for injected calls.
+    pub syscall_insn: u64,
     /// Copy mode: (PID, code, status) of the child whose SIGCHLD detrun
     /// sent, for the siginfo the guest sees.
     pub chld_info: Option<(pid_t, i32, i32)>,
@@ -315,6 +318,8 @@ pub struct Supervisor {
     pub main_proc: ProcId,
     main_status: Option<i32>,
     pub stats: Stats,
+    /// Offset of a `syscall` instruction in the vDSO (the same image in
+    /// every process; its address is per process: `ProcInfo::syscall_insn`).
     pub vdso_syscall: Option<u64>,
     next_space: u64,
     /// When the running thread last stopped or was resumed (no clock read:
@@ -631,6 +636,8 @@ impl Supervisor {
             notify_kernel: true,
             copy_filter: false,
             chld_info: None,
+            // A fork runs the parent's image until it execs.
+            syscall_insn: parent.map_or(0, |pp| self.procs[pp as usize].syscall_insn),
         });
         self.stats.processes += 1;
         debug_assert_eq!(id as usize + 1, self.procs.len());
