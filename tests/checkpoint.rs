@@ -226,6 +226,11 @@ fn shell_and_python_resume_from_checkpoints() {
                 ],
                 LIMIT,
             );
+            assert!(
+                !stderr(&b).contains("checkpoint"),
+                "{prog} branch at {at}: {}",
+                show(&b)
+            );
             let s = detrun_limit(
                 &[
                     "--seed",

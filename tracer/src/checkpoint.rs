@@ -383,11 +383,8 @@ fn run_injected(
         if round > 0 {
             sys::singlestep(tid).map_err(|e| format!("step {tid}: {e}"))?;
         }
-        let st = match sys::wait_pid(tid, 0) {
-            Ok((_, st)) => st,
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-            Err(e) => return Err(format!("wait {tid}: {e}")),
-        };
+        // (EINTR from the watchdog's alarm is retried inside.)
+        let st = Supervisor::wait_tid(tid).ok_or_else(|| format!("cannot wait for {tid}"))?;
         if !libc::WIFSTOPPED(st) {
             return Err(format!("thread {tid} died during an injected syscall"));
         }
@@ -565,7 +562,9 @@ impl Supervisor {
         if !self.namespaces {
             return Some("checkpoints need the PID namespace".into());
         }
-        if self.running.is_some() || !self.held_normally() || self.has_early() {
+        // (Stops of threads not in the set yet, `early`, do not matter: at
+        // a scheduling point every clone event has been taken.)
+        if self.running.is_some() || !self.held_normally() {
             return Some("a thread is between stops".into());
         }
         if self.kernel_waiters() {

@@ -1795,7 +1795,15 @@ impl Supervisor {
         let ck = match self.take_checkpoint(index) {
             Ok(ck) => ck,
             Err(why) => {
-                // Try again at the next scheduling points, for a while.
+                // Try again at the next scheduling points, for a while. A
+                // later point than asked is not the point a branch from
+                // scratch takes: say so.
+                if self.ck_attempts == 0 {
+                    self.stats.hazard(
+                        "checkpoint-deferred",
+                        format!("a checkpoint was taken later than asked: {why}"),
+                    );
+                }
                 self.ck_attempts += 1;
                 if self.ck_attempts == 1 || self.cfg.verbose {
                     eprintln!("detrun: checkpoint deferred: {why}");
@@ -1805,8 +1813,6 @@ impl Supervisor {
                     self.branch_next += 1;
                     eprintln!("detrun: checkpoint skipped: {why}");
                 }
-                self.stats
-                    .note("checkpoint", &format!("a checkpoint was deferred: {why}"));
                 return true;
             }
         };
@@ -1993,10 +1999,6 @@ impl Supervisor {
 
     pub fn held_normally(&self) -> bool {
         self.hold == Hold::Normal
-    }
-
-    pub fn has_early(&self) -> bool {
-        !self.early.is_empty()
     }
 
     pub fn kernel_waiters(&self) -> bool {
