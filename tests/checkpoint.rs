@@ -638,3 +638,24 @@ fn bench_explore_checkpoints_vs_reexecution() {
         times[1] / times[0]
     );
 }
+
+#[test]
+fn explore_reports_a_program_that_cannot_start() {
+    let dir = scratch_dir("checkpoint", "missing");
+    let o = detrun_limit(
+        &[
+            "explore",
+            "--from-seed",
+            "1",
+            "--every",
+            "1ms",
+            "--out",
+            path_str(&dir),
+            "--",
+            "/no/such/program",
+        ],
+        LIMIT,
+    );
+    assert_eq!(code(&o), 127, "{}", show(&o));
+    assert!(stderr(&o).contains("/no/such/program"), "{}", show(&o));
+}

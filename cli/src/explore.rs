@@ -12,6 +12,7 @@
 use crate::hunt::{PctOpts, PolicyArg};
 use anyhow::{bail, Context, Result};
 use detrun_tracer::summary::BranchResult;
+use detrun_tracer::EXIT_INTERNAL;
 use serde::Serialize;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -249,10 +250,13 @@ pub fn explore(a: &ExploreArgs) -> Result<i32> {
             timeout,
             Some(&mut progress),
         )?;
-        let results = std::fs::read_to_string(dir.join("results.json")).with_context(|| {
+        let Ok(results) = std::fs::read_to_string(dir.join("results.json")) else {
+            // The run did not start (program not found, bad option...): its
+            // own message and status.
             let err = std::fs::read_to_string(dir.join("base.err")).unwrap_or_default();
-            format!("the run wrote no results.json (its stderr: {})", err.trim())
-        })?;
+            eprint!("{err}");
+            return Ok(code.unwrap_or(EXIT_INTERNAL));
+        };
         let r: Vec<BranchResult> =
             serde_json::from_str(&results).context("reading results.json")?;
         (code, r)
