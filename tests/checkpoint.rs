@@ -22,19 +22,9 @@ fn to_files(args: &[&str], dir: &Path, name: &str) -> i32 {
         .stdout(f("out"))
         .stderr(f("err"));
     let mut child = cmd.spawn().expect("start detrun");
-    let start = std::time::Instant::now();
-    loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            use std::os::unix::process::ExitStatusExt;
-            return st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0));
-        }
-        if start.elapsed() > LIMIT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("detrun {args:?} did not finish in {LIMIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let st = wait_limited(&mut child, LIMIT, &format!("detrun {args:?}"));
+    use std::os::unix::process::ExitStatusExt;
+    st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0))
 }
 
 fn read(p: PathBuf) -> Vec<u8> {

@@ -101,6 +101,26 @@ pub fn detrun_in(args: &[&str], cwd: &Path) -> Output {
 pub const RUN_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Run with stdin closed, capturing output, killing the child after `limit`.
+/// Wait for `child`; kill it and fail the test after `limit`.
+pub fn wait_limited(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+    what: &str,
+) -> std::process::ExitStatus {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            return st;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not finish within {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 pub fn run_bounded(mut cmd: Command, limit: std::time::Duration) -> Output {
     use std::io::Read;
     let mut child = cmd
@@ -121,18 +141,7 @@ pub fn run_bounded(mut cmd: Command, limit: std::time::Duration) -> Output {
         let _ = err.read_to_end(&mut v);
         v
     });
-    let start = std::time::Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break st;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{:?} did not finish within {:?}", cmd, limit);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    };
+    let status = wait_limited(&mut child, limit, &format!("{cmd:?}"));
     Output {
         status,
         stdout: t_out.join().unwrap_or_default(),

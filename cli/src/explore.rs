@@ -161,25 +161,13 @@ fn run_to_files(
         .stderr(std::fs::File::create(err).with_context(|| format!("{}", err.display()))?)
         .spawn()
         .context("starting detrun")?;
-    let start = Instant::now();
-    loop {
+    let st = crate::hunt::wait_bounded(&mut child, timeout, Duration::from_millis(20), || {
         if let Some(p) = progress.as_deref_mut() {
             p.poll();
         }
-        if let Some(st) = child.try_wait()? {
-            if let Some(p) = progress.as_deref_mut() {
-                p.poll();
-            }
-            use std::os::unix::process::ExitStatusExt;
-            return Ok(st.code().or(st.signal().map(|s| 128 + s)));
-        }
-        if start.elapsed() > timeout {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Ok(None);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    })?;
+    use std::os::unix::process::ExitStatusExt;
+    Ok(st.map(|st| st.code().or(st.signal().map(|s| 128 + s)).unwrap_or(0)))
 }
 
 pub fn explore(a: &ExploreArgs) -> Result<i32> {

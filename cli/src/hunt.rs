@@ -189,23 +189,36 @@ pub fn run_child(
         let _ = err.read_to_end(&mut v);
         v
     });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait()? {
-            break Some(st);
-        }
-        if start.elapsed() > timeout {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    };
+    let status = wait_bounded(&mut child, timeout, Duration::from_millis(2), || {})?;
     Ok((
         status,
         t_out.join().unwrap_or_default(),
         t_err.join().unwrap_or_default(),
     ))
+}
+
+/// Wait for `child`, checking every `tick` (and calling `each` then); kill
+/// it after `timeout` (None).
+pub fn wait_bounded(
+    child: &mut std::process::Child,
+    timeout: Duration,
+    tick: Duration,
+    mut each: impl FnMut(),
+) -> Result<Option<std::process::ExitStatus>> {
+    let start = Instant::now();
+    loop {
+        each();
+        if let Some(st) = child.try_wait()? {
+            each();
+            return Ok(Some(st));
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(tick);
+    }
 }
 
 /// How hunt (and explore) judge a run.

@@ -28,6 +28,7 @@
 //! FIFOs, threads blocked in the kernel or in vfork. File *contents* are not
 //! checkpointed: a branch that writes a file writes the one file.
 
+use crate::handlers::process::ns_id;
 use crate::supervisor::{Park, Post, ProcInfo, Resume, Supervisor, Tracee};
 use crate::sys::{self, Regs};
 use detrun_scheduler::{ProcId, Tid, World};
@@ -265,9 +266,8 @@ fn nofork_ranges(pid: pid_t) -> Vec<(u64, u64, bool)> {
     out
 }
 
-fn eventfd_of(tgid: pid_t, fd: i32) -> Result<FdKind, String> {
-    let info = std::fs::read_to_string(format!("/proc/{tgid}/fdinfo/{fd}"))
-        .map_err(|e| format!("eventfd {fd}: {e}"))?;
+/// An eventfd's counter, from its fdinfo text.
+fn eventfd_of(info: &str, fd: i32) -> Result<FdKind, String> {
     let field = |k: &str| {
         info.lines()
             .find_map(|l| l.strip_prefix(k))
@@ -286,7 +286,8 @@ fn same_file(p1: pid_t, fd1: i32, p2: pid_t, fd2: i32) -> bool {
     unsafe { libc::syscall(libc::SYS_kcmp, p1, p2, 0, fd1, fd2) == 0 }
 }
 
-fn fdinfo(pid: pid_t, fd: i32) -> Option<(u64, i32)> {
+/// The fdinfo text of `fd` in `pid`, with its offset and flags.
+fn fdinfo(pid: pid_t, fd: i32) -> Option<(String, u64, i32)> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).ok()?;
     let mut pos = 0;
     let mut flags = 0;
@@ -297,7 +298,7 @@ fn fdinfo(pid: pid_t, fd: i32) -> Option<(u64, i32)> {
             flags = i32::from_str_radix(v.trim(), 8).unwrap_or(0);
         }
     }
-    Some((pos, flags))
+    Some((s, pos, flags))
 }
 
 fn stat_path(p: &str) -> Option<libc::stat> {
@@ -311,25 +312,6 @@ fn stat_fd(fd: i32) -> Option<libc::stat> {
     // SAFETY: fstat into a local struct.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st)
-}
-
-/// PID, process group and session of host process `pid` in its namespace.
-pub fn ns_ids(pid: pid_t) -> (pid_t, pid_t, pid_t) {
-    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return (pid, pid, pid);
-    };
-    let last = |key: &str| {
-        s.lines()
-            .find(|l| l.starts_with(key))
-            .and_then(|l| l.split_whitespace().last()?.parse().ok())
-            .unwrap_or(0)
-    };
-    (last("NSpid:"), last("NSpgid:"), last("NSsid:"))
-}
-
-/// The guest-visible (namespace) thread id of host thread `tid`.
-pub fn ns_id(tid: pid_t) -> pid_t {
-    crate::handlers::process::ns_tid(tid).unwrap_or(tid)
 }
 
 /// Syscall injection into one stopped thread, with a scratch page.
@@ -692,9 +674,7 @@ impl Supervisor {
     }
 
     /// An epoll instance's watches, if a copy can rebuild it exactly.
-    fn epoll_of(&self, tgid: pid_t, efd: i32) -> Result<FdKind, String> {
-        let info = std::fs::read_to_string(format!("/proc/{tgid}/fdinfo/{efd}"))
-            .map_err(|e| format!("epoll fd {efd}: {e}"))?;
+    fn epoll_of(&self, tgid: pid_t, efd: i32, info: &str) -> Result<FdKind, String> {
         let mut watches = Vec::new();
         for l in info.lines().filter(|l| l.starts_with("tfd:")) {
             let w: Vec<&str> = l.split_whitespace().collect();
@@ -795,7 +775,7 @@ impl Supervisor {
             let link = std::fs::read_link(&path)
                 .map(|l| l.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let Some((pos, flags)) = fdinfo(tgid, fd) else {
+            let Some((info, pos, flags)) = fdinfo(tgid, fd) else {
                 continue; // closed meanwhile
             };
             let st = stat_path(&path);
@@ -830,9 +810,9 @@ impl Supervisor {
             } else if link.starts_with("socket:") {
                 return Err(format!("fd {fd} is a socket (not checkpointed)"));
             } else if link == "anon_inode:[eventfd]" {
-                eventfd_of(tgid, fd)?
+                eventfd_of(&info, fd)?
             } else if link == "anon_inode:[eventpoll]" {
-                self.epoll_of(tgid, fd)?
+                self.epoll_of(tgid, fd, &info)?
             } else if link.starts_with("anon_inode:") {
                 return Err(format!("fd {fd} is {link} (not checkpointed)"));
             } else {
@@ -1368,7 +1348,7 @@ fn sigs(set: u64) -> impl Iterator<Item = i32> {
     (1..=64).filter(move |s| set & (1u64 << (s - 1)) != 0)
 }
 
-fn tracee_from(tid: pid_t, t: &ThreadSnap, _ns: pid_t) -> Tracee {
+fn tracee_from(tid: pid_t, t: &ThreadSnap, nstid: pid_t) -> Tracee {
     Tracee {
         tid,
         vt: t.vt,
@@ -1387,7 +1367,7 @@ fn tracee_from(tid: pid_t, t: &ThreadSnap, _ns: pid_t) -> Tracee {
         wait_mask: t.wait_mask,
         parked_nr: t.parked_nr,
         vtid: t.vtid,
-        nstid: ns_id(tid),
+        nstid,
     }
 }
 

@@ -11,7 +11,6 @@
 //! parked in the world and left stopped; it never blocks in the kernel while
 //! holding the turn. See `handlers/` for what each syscall does.
 
-use crate::checkpoint::ns_ids;
 use crate::config::RunConfig;
 use crate::summary::{Stats, Summary};
 use crate::sys::{self, Regs};
@@ -614,7 +613,7 @@ impl Supervisor {
         let space = self.new_space();
         let pidfd = sys::pidfd_open(tgid).unwrap_or(-1);
         let (vpid, vpgid, vsid) = if self.track_ids && !self.copy_mode {
-            ns_ids(tgid)
+            crate::handlers::process::ns_ids(tgid).unwrap_or((tgid, tgid, tgid))
         } else {
             (0, 0, 0)
         };
@@ -647,7 +646,13 @@ impl Supervisor {
     pub fn add_thread(&mut self, tid: pid_t, proc: ProcId, clear_tid: u64) -> Tid {
         let vt = self.world.add_thread(proc);
         let vtid = if self.track_ids && !self.copy_mode {
-            let v = crate::checkpoint::ns_id(tid);
+            // A new process's first thread: add_proc just read its id.
+            let pi = &self.procs[proc as usize];
+            let v = if pi.tgid == tid && pi.vpid != 0 {
+                pi.vpid
+            } else {
+                crate::handlers::process::ns_id(tid)
+            };
             self.next_vpid = self.next_vpid.max(v + 1);
             v
         } else {
@@ -800,7 +805,7 @@ impl Supervisor {
         for t in self.threads.values() {
             if let Some(w) = self.world.waiting_on(t.vt) {
                 let name = crate::sysnames::name(t.parked_nr).unwrap_or("?");
-                let ns = crate::handlers::process::ns_tid(t.tid).unwrap_or(t.tid);
+                let ns = crate::handlers::process::ns_id(t.tid);
                 lines.push(format!(
                     "thread {} (pid {}): blocked in {} ({})",
                     ns,
@@ -2057,7 +2062,7 @@ impl Supervisor {
 
 impl ProcInfo {
     pub fn tgid_ns(&self) -> pid_t {
-        crate::handlers::process::ns_tid(self.tgid).unwrap_or(self.tgid)
+        crate::handlers::process::ns_id(self.tgid)
     }
 }
 

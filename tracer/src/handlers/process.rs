@@ -13,9 +13,27 @@ const CLONE_UNTRACED: u64 = 0x0080_0000;
 
 /// The thread id as the guest sees it (inside the PID namespace).
 pub fn ns_tid(tid: pid_t) -> Option<pid_t> {
-    let s = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    let line = s.lines().find(|l| l.starts_with("NSpid:"))?;
-    line.split_whitespace().last()?.parse().ok()
+    ns_ids(tid).map(|(p, _, _)| p)
+}
+
+/// `ns_tid`, or the host id where there is none.
+pub fn ns_id(tid: pid_t) -> pid_t {
+    ns_tid(tid).unwrap_or(tid)
+}
+
+/// PID, process group and session of host process `pid` in its namespace.
+pub fn ns_ids(pid: pid_t) -> Option<(pid_t, pid_t, pid_t)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let last = |key: &str| -> Option<pid_t> {
+        let l = s.lines().find(|l| l.starts_with(key))?;
+        l.split_whitespace().last()?.parse().ok()
+    };
+    let pid = last("NSpid:")?;
+    Some((
+        pid,
+        last("NSpgid:").unwrap_or(pid),
+        last("NSsid:").unwrap_or(pid),
+    ))
 }
 
 /// At an interrupt stop: was the thread inside a syscall (which the kernel
@@ -251,7 +269,7 @@ fn copy_mode_ids(
 ) -> pid_t {
     let v = s.next_vpid;
     s.next_vpid += 1;
-    let ns = crate::checkpoint::ns_id(child);
+    let ns = ns_id(child);
     if let Some(t) = s.threads.get_mut(&child) {
         t.vtid = v;
         t.nstid = ns;

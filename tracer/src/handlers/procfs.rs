@@ -86,8 +86,8 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
         return Out::Pass;
     };
     let (proc, tgid) = (t.proc, s.procs[t.proc as usize].tgid);
-    let ns_self = super::process::ns_tid(tgid).unwrap_or(tgid);
-    let ns_thread = super::process::ns_tid(tid).unwrap_or(tid);
+    let ns_self = super::process::ns_id(tgid);
+    let ns_thread = super::process::ns_id(tid);
     let who = match who {
         "self" => ns_self.to_string(),
         "thread-self" => format!("{ns_self}/task/{ns_thread}"),
