@@ -7,7 +7,7 @@
 //! for a syscall it does not know, reports it by name (fail closed).
 
 use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op,
+    sock_filter, BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op,
     SeccompCondition as Cond, SeccompFilter, SeccompRule, TargetArch,
 };
 use std::collections::BTreeMap;
@@ -261,15 +261,87 @@ const NET: &[i64] = &[
     libc::SYS_getsockopt,
 ];
 
-/// Build the BPF program. Built once in the supervisor, before fork.
-pub fn build(fs_virtual: bool, net_virtual: bool) -> Result<BpfProgram, String> {
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    for &nr in ALLOW {
-        let traps = (fs_virtual && FS_META.contains(&nr)) || (net_virtual && NET.contains(&nr));
-        if !traps {
-            rules.insert(nr, vec![]);
+const BPF_LD_W_ABS: u16 = 0x20;
+const BPF_JA: u16 = 0x05;
+const BPF_JEQ_K: u16 = 0x15;
+const BPF_JGT_K: u16 = 0x25;
+const BPF_JGE_K: u16 = 0x35;
+const BPF_RET_K: u16 = 0x06;
+const RET_ALLOW: u32 = 0x7fff_0000;
+const RET_KILL_PROCESS: u32 = 0x8000_0000;
+const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+
+fn insn(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
+    sock_filter { code, jt, jf, k }
+}
+
+/// Sorted numbers as maximal runs `[lo, hi]`.
+fn runs(nrs: &[u32]) -> Vec<(u32, u32)> {
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    for &n in nrs {
+        match out.last_mut() {
+            Some((_, hi)) if *hi + 1 == n => *hi = n,
+            _ => out.push((n, n)),
         }
     }
+    out
+}
+
+/// A binary search over `runs` (nr already loaded): `ret ALLOW` inside a
+/// run, otherwise a jump to the end of the emitted code. seccompiler emits a
+/// linear chain (~1000 instructions for this list), which the kernel walks
+/// for every trapped call and emulates for every syscall number when the
+/// filter is attached (1.2 ms here); the tree is a few dozen steps.
+fn search(runs: &[(u32, u32)], out: &mut Vec<sock_filter>, misses: &mut Vec<usize>) {
+    if runs.len() == 1 {
+        let (lo, hi) = runs[0];
+        out.push(insn(BPF_JGE_K, lo, 0, 2)); // nr < lo: miss
+        out.push(insn(BPF_JGT_K, hi, 1, 0)); // nr > hi: miss
+        out.push(insn(BPF_RET_K, RET_ALLOW, 0, 0));
+        misses.push(out.len());
+        out.push(insn(BPF_JA, 0, 0, 0));
+        return;
+    }
+    let mid = runs.len() / 2;
+    // nr >= the right half's first: jump over the left half (a long jump,
+    // so no subtree is limited to the 255 steps of a conditional jump).
+    out.push(insn(BPF_JGE_K, runs[mid].0, 0, 1));
+    let ja = out.len();
+    out.push(insn(BPF_JA, 0, 0, 0));
+    search(&runs[..mid], out, misses);
+    out[ja].k = (out.len() - ja - 1) as u32;
+    search(&runs[mid..], out, misses);
+}
+
+/// The allow-list as a search tree in front of `rest` (seccompiler's
+/// program for the calls with argument conditions and the default action).
+fn with_tree(allowed: &[u32], rest: BpfProgram) -> BpfProgram {
+    let mut out = vec![
+        insn(BPF_LD_W_ABS, 4, 0, 0), // arch
+        insn(BPF_JEQ_K, AUDIT_ARCH_X86_64, 1, 0),
+        insn(BPF_RET_K, RET_KILL_PROCESS, 0, 0),
+        insn(BPF_LD_W_ABS, 0, 0, 0), // nr
+    ];
+    let mut misses = Vec::new();
+    let r = runs(allowed);
+    if !r.is_empty() {
+        search(&r, &mut out, &mut misses);
+    }
+    let end = out.len();
+    for m in misses {
+        out[m].k = (end - m - 1) as u32;
+    }
+    out.extend(rest);
+    out
+}
+
+/// Build the BPF program. Built once in the supervisor, before fork.
+pub fn build(fs_virtual: bool, net_virtual: bool) -> Result<BpfProgram, String> {
+    build_with(fs_virtual, net_virtual, true)
+}
+
+fn build_with(fs_virtual: bool, net_virtual: bool, tree: bool) -> Result<BpfProgram, String> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     // socket: local domains run as they are; AF_INET/AF_INET6 trap so that
     // the use of the host's network is reported.
     rules.insert(
@@ -320,6 +392,20 @@ pub fn build(fs_virtual: bool, net_virtual: bool) -> Result<BpfProgram, String> 
             rule(vec![cond(0, Len::Dword, Op::Eq, 0xffff_ffff)]),
         ],
     );
+    let mut allowed: Vec<u32> = Vec::new();
+    for &nr in ALLOW {
+        let traps = (fs_virtual && FS_META.contains(&nr)) || (net_virtual && NET.contains(&nr));
+        if traps || rules.contains_key(&nr) {
+            continue;
+        }
+        if tree {
+            allowed.push(nr as u32);
+        } else {
+            rules.insert(nr, vec![]);
+        }
+    }
+    allowed.sort_unstable();
+    allowed.dedup();
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Trace(0),
@@ -327,14 +413,70 @@ pub fn build(fs_virtual: bool, net_virtual: bool) -> Result<BpfProgram, String> 
         TargetArch::x86_64,
     )
     .map_err(|e| e.to_string())?;
-    BpfProgram::try_from(filter).map_err(|e| e.to_string())
+    let rest = BpfProgram::try_from(filter).map_err(|e| e.to_string())?;
+    Ok(with_tree(&allowed, rest))
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// The classic-BPF subset both programs use, over one seccomp_data.
+    fn run(p: &[sock_filter], data: &[u32; 16]) -> (u32, usize) {
+        let (mut pc, mut a) = (0usize, 0u32);
+        for steps in 1.. {
+            let i = &p[pc];
+            let k = i.k;
+            let jump = |c: bool| if c { i.jt as usize } else { i.jf as usize };
+            pc += 1;
+            match i.code {
+                0x20 => a = data[k as usize / 4],
+                0x54 => a &= k,
+                BPF_JA => pc += k as usize,
+                BPF_JEQ_K => pc += jump(a == k),
+                BPF_JGT_K => pc += jump(a > k),
+                BPF_JGE_K => pc += jump(a >= k),
+                0x45 => pc += jump(a & k != 0),
+                BPF_RET_K => return (k, steps),
+                c => panic!("opcode {c:#x}"),
+            }
+        }
+        unreachable!()
+    }
+
     #[test]
     fn filter_builds() {
-        let p = super::build(true, true).expect("filter");
+        let p = build(true, true).expect("filter");
         assert!(p.len() > 50 && p.len() < 4096, "{} instructions", p.len());
+    }
+
+    /// The tree answers like seccompiler's own linear program: every
+    /// syscall number (and x32 and foreign-arch ones), with arguments that
+    /// hit each conditional rule both ways.
+    #[test]
+    fn tree_matches_linear_program() {
+        for (fs, net) in [(true, true), (false, false), (true, false)] {
+            let tree = build_with(fs, net, true).expect("tree");
+            let linear = build_with(fs, net, false).expect("linear");
+            let (mut allowed, mut longest) = (0, 0);
+            for nr in (0..=500u32).chain([0x4000_0000, 0x4000_0001, u32::MAX]) {
+                for arch in [AUDIT_ARCH_X86_64, 0x4000_0003] {
+                    for a0 in [0u32, 1, 2, 10, 26, 0x1012, 0x40, 0xffff_ffff] {
+                        let mut d = [0u32; 16];
+                        d[0] = nr;
+                        d[1] = arch;
+                        d[4] = a0;
+                        d[6] = a0;
+                        let ((t, n), (l, _)) = (run(&tree, &d), run(&linear, &d));
+                        assert_eq!(t, l, "nr {nr} arch {arch:#x} arg {a0}");
+                        longest = longest.max(n);
+                        allowed += (t == RET_ALLOW) as u32;
+                    }
+                }
+            }
+            assert!(allowed > 1000, "the allow-list allows");
+            // A trapped call walks the tree and the few conditional rules.
+            assert!(longest < 80, "{longest} steps (linear: {})", linear.len());
+        }
     }
 }

@@ -158,7 +158,7 @@ unsafe fn guest_main(p: &Prepared, go_r: i32) -> ! {
 ///
 /// # Safety
 /// Runs in a forked child; async-signal-safe calls only.
-unsafe fn reaper_main(p: &Prepared, go_r: i32, go_w: i32) -> ! {
+unsafe fn reaper_main(p: &Prepared, go_r: i32, go_w: i32, ready_w: i32) -> ! {
     libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
     if libc::getppid() == 1 {
         libc::_exit(125); // detrun already gone
@@ -200,6 +200,7 @@ unsafe fn reaper_main(p: &Prepared, go_r: i32, go_w: i32) -> ! {
     let g = libc::fork();
     if g == 0 {
         libc::close(go_w);
+        libc::close(ready_w);
         guest_main(p, go_r);
     }
     libc::close(go_r);
@@ -207,6 +208,9 @@ unsafe fn reaper_main(p: &Prepared, go_r: i32, go_w: i32) -> ! {
     if g < 0 {
         libc::_exit(125);
     }
+    // The guest exists: detrun may look it up now.
+    libc::write(ready_w, b"1".as_ptr().cast(), 1);
+    libc::close(ready_w);
     loop {
         let mut st = 0;
         if libc::waitpid(-1, &mut st, 0) < 0 && *libc::__errno_location() == libc::ECHILD {
@@ -221,6 +225,7 @@ pub fn spawn(cfg: &RunConfig, bpf: &BpfProgram) -> io::Result<Spawned> {
     let p = prepare(cfg, bpf)?;
     let (go_r, go_w) = pipe()?;
     if cfg.namespaces {
+        let (ready_r, ready_w) = pipe()?;
         let mut flags = libc::CLONE_NEWPID | libc::CLONE_NEWUTS | libc::CLONE_NEWNS | libc::SIGCHLD;
         if !cfg.net_host {
             // The virtual network's sockets live in a namespace of the
@@ -232,12 +237,26 @@ pub fn spawn(cfg: &RunConfig, bpf: &BpfProgram) -> io::Result<Spawned> {
         let r = unsafe { libc::syscall(libc::SYS_clone, flags, 0, 0, 0, 0) };
         if r == 0 {
             // SAFETY: see above.
-            unsafe { reaper_main(&p, go_r, go_w) };
+            unsafe {
+                libc::close(ready_r);
+                reaper_main(&p, go_r, go_w, ready_w)
+            };
         }
+        // SAFETY: closing our copy of the write end.
+        unsafe { libc::close(ready_w) };
+        let mut b = [0u8; 1];
+        // SAFETY: a blocking read of one byte into `b`; EOF means the reaper
+        // died before it forked.
+        let ready = r > 0 && unsafe { libc::read(ready_r, b.as_mut_ptr().cast(), 1) } == 1;
+        // SAFETY: our descriptor.
+        unsafe { libc::close(ready_r) };
         if r > 0 {
             let reaper = r as pid_t;
             // SAFETY: closing our copy of the read end.
             unsafe { libc::close(go_r) };
+            if !ready {
+                return Err(io::Error::other("the namespace reaper exited early"));
+            }
             let guest = find_child(reaper)?;
             drop(p);
             return Ok(Spawned {
@@ -273,25 +292,11 @@ pub fn spawn(cfg: &RunConfig, bpf: &BpfProgram) -> io::Result<Spawned> {
     })
 }
 
-/// The reaper's only child, as a PID of our namespace.
+/// The reaper's only child, as a PID of our namespace (it has forked it).
 fn find_child(reaper: pid_t) -> io::Result<pid_t> {
     let path = format!("/proc/{reaper}/task/{reaper}/children");
-    for i in 0..20_000 {
-        if let Ok(s) = std::fs::read_to_string(&path) {
-            if let Some(pid) = s.split_whitespace().next().and_then(|x| x.parse().ok()) {
-                return Ok(pid);
-            }
-        }
-        let mut st = 0;
-        // SAFETY: non-blocking wait on our own child.
-        if unsafe { libc::waitpid(reaper, &mut st, libc::WNOHANG) } == reaper {
-            return Err(io::Error::other("the namespace reaper exited early"));
-        }
-        std::thread::sleep(std::time::Duration::from_micros(if i < 100 {
-            20
-        } else {
-            500
-        }));
-    }
-    Err(io::Error::other("the guest process did not appear"))
+    std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse().ok()))
+        .ok_or_else(|| io::Error::other("the guest process did not appear"))
 }
