@@ -34,6 +34,10 @@ fn read(p: PathBuf) -> Vec<u8> {
 /// For `points` × `seeds`: the branches from one checkpoint per point must
 /// equal the same branches run from scratch, byte for byte.
 fn branches_match_scratch(guest: &str, points: &[&str], seeds: &[u64]) {
+    branches_match_scratch_args(guest, &[], points, seeds)
+}
+
+fn branches_match_scratch_args(guest: &str, gargs: &[&str], points: &[&str], seeds: &[u64]) {
     let bin = build_c(guest, false);
     let g = path_str(&bin);
     let dir = scratch_dir("checkpoint", guest);
@@ -57,6 +61,7 @@ fn branches_match_scratch(guest: &str, points: &[&str], seeds: &[u64]) {
         let seed_args: Vec<String> = seeds.iter().map(|s| format!("--branch-seed={s}")).collect();
         args.extend(seed_args.iter().map(|s| s.as_str()));
         args.extend(["--", g]);
+        args.extend(gargs);
         to_files(&args, &out, "base");
         let results = String::from_utf8_lossy(&read(out.join("results.json"))).into_owned();
         for &b in seeds {
@@ -76,7 +81,11 @@ fn branches_match_scratch(guest: &str, points: &[&str], seeds: &[u64]) {
                     path_str(&strace),
                     "--",
                     g,
-                ],
+                ]
+                .iter()
+                .chain(gargs)
+                .copied()
+                .collect::<Vec<_>>(),
                 &dir,
                 &name,
             );
@@ -648,4 +657,19 @@ fn explore_reports_a_program_that_cannot_start() {
     );
     assert_eq!(code(&o), 127, "{}", show(&o));
     assert!(stderr(&o).contains("/no/such/program"), "{}", show(&o));
+}
+
+/// Stat calls answered inside the tracee at patched sites: a branch from a
+/// checkpoint numbers files as the branch from scratch does (the patched
+/// code is in the copied memory, the numbering tables come back with the
+/// checkpoint).
+#[test]
+fn stat_fast_path_branches_equal_scratch() {
+    let _hogs = (Hog::start(), Hog::start());
+    branches_match_scratch_args(
+        "fast_stat",
+        &["threads"],
+        &["event:3", "event:8", "event:14", "event:20"],
+        &[1, 2, 3, 4, 5],
+    );
 }

@@ -242,6 +242,12 @@ pub struct RunArgs {
     #[arg(long)]
     no_fast_time: bool,
 
+    /// Make every stat call trap instead of answering stat, lstat, fstat,
+    /// newfstatat and statx inside the tracee, at call sites patched after
+    /// their first traps (same results). Example: --no-fast-stat
+    #[arg(long)]
+    no_fast_stat: bool,
+
     /// Take a checkpoint at the first scheduling point at or after this
     /// virtual time (`250ms`, `1.5s`) or count of scheduling decisions
     /// (`event:1200`): every guest process is forked copy-on-write and the
@@ -405,6 +411,7 @@ pub fn run(cli: &RunArgs, command: &[OsString]) -> Result<i32> {
         capture_branches: cli.branch_out.is_some(),
         branch,
         fast_time: !cli.no_fast_time,
+        fast_stat: !cli.no_fast_stat,
         net,
         net_host,
         program,
@@ -449,6 +456,7 @@ pub fn run(cli: &RunArgs, command: &[OsString]) -> Result<i32> {
 }
 
 fn main() {
+    detrun_tracer::supervisor::note_start();
     let cli = Cli::parse();
     let r = match &cli.sub {
         Some(Sub::Hunt(h)) => hunt::hunt(h),

@@ -12,6 +12,9 @@
 
 use std::collections::BTreeMap;
 
+/// The first virtual inode number ("." of a root never looks special).
+pub const FIRST_INO: u64 = 1000;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TimePolicy {
     Virtual,
@@ -59,8 +62,21 @@ impl FsView {
     /// Virtual inode number (first-seen order, from 1000 so that "." of a
     /// root never looks special).
     pub fn ino(&mut self, dev: u64, ino: u64) -> u64 {
-        let n = self.inodes.len() as u64 + 1000;
+        let n = self.inodes.len() as u64 + FIRST_INO;
         *self.inodes.entry((dev, ino)).or_insert(n)
+    }
+
+    /// Virtual inode number when the numbering is shared with code in the
+    /// tracees (their table holds the others): `next` gives a new number.
+    pub fn ino_with(&mut self, dev: u64, ino: u64, next: impl FnOnce() -> u64) -> u64 {
+        *self.inodes.entry((dev, ino)).or_insert_with(next)
+    }
+
+    /// Virtual device number, numbering new ones from `first` on (the
+    /// tracees' table numbered the ones before).
+    pub fn dev_from(&mut self, dev: u64, first: u64) -> u64 {
+        let n = self.devs.len() as u64 + first;
+        *self.devs.entry(dev).or_insert(n)
     }
 
     /// Virtual timestamp (ns since the Unix epoch) for a real one, seen at

@@ -1,4 +1,4 @@
-//! Code placed inside tracees: the time fast path.
+//! Code placed inside tracees: the time fast path and the stat fast path.
 //!
 //! The vDSO's time functions are replaced by stubs that answer from a page
 //! shared by every tracee and the supervisor (a file mapped `MAP_SHARED` at
@@ -15,21 +15,23 @@
 //!
 //! The bytes below were assembled from the listing in each comment; the
 //! 8-byte immediate `0x1122334455667788` is the data page's address.
+//!
+//! The stat fast path (`stat.c`, compiled by build.rs for its address):
+//! after a few trapped calls from one `mov eax, NR; syscall` site of
+//! `stat`, `lstat`, `fstat`, `newfstatat` or `statx`, the supervisor
+//! replaces the `mov` with a jump to a stub of that site ([`site_stub`], in
+//! a page it maps within 2 GB of it). The stub calls into the stat code,
+//! which makes the call through the one syscall instruction the filter lets
+//! pass and rewrites the answer from the inode table in the shared file
+//! (see `stat.c`); what it cannot answer it makes trapped. The `syscall`
+//! at the site stays, so a thread stopped between the two instructions
+//! still resumes correctly.
 
-/// Where the data page is mapped in every tracee (the code page follows).
-pub const DATA_ADDR: u64 = 0x7e00_0000_0000;
-pub const CODE_ADDR: u64 = DATA_ADDR + 4096;
-/// Size of the shared file: a data page and a code page.
-pub const FILE_SIZE: usize = 8192;
+include!("../layout.rs");
+include!(concat!(env!("OUT_DIR"), "/stat_syms.rs"));
 
-/// Slots of the data page (u64 each).
-pub const MONO: usize = 0;
-pub const COST: usize = 1;
-pub const LIMIT: usize = 2;
-pub const CALLS: usize = 4;
-/// Slots 8..16: offset from monotonic time per clock id 0..=7 (u64::MAX:
-/// not answered here).
-pub const OFFSETS: usize = 8;
+/// The stat fast path's machine code, built from `stat.c` for its address.
+pub const STAT_CODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/stat_code.bin"));
 
 const PLACEHOLDER: [u8; 8] = 0x1122_3344_5566_7788u64.to_le_bytes();
 
@@ -135,6 +137,60 @@ pub fn code_page() -> Vec<u8> {
     page
 }
 
+/// The time stubs' page and the stat code: the file's code part.
+pub fn code_image() -> Vec<u8> {
+    let mut v = code_page();
+    v.resize(CODE_BYTES, 0xcc);
+    v[STAT_CODE_OFF..STAT_CODE_OFF + STAT_CODE.len()].copy_from_slice(STAT_CODE);
+    v
+}
+
+/// Where the stat code is entered, and the end of the syscall instruction
+/// it may use without trapping (the filter allows exactly that address).
+pub const STAT_ENTRY: u64 = CODE_ADDR + STAT_CODE_OFF as u64 + STAT_ENTRY_OFF;
+pub const RAW_SYSCALL_END: u64 = CODE_ADDR + STAT_CODE_OFF as u64 + RAW_IP_OFF;
+
+/// The inode table's home slot for a (device, inode) key; `stat.c` has the
+/// same function.
+pub fn ino_slot(dev: u64, ino: u64) -> usize {
+    ((dev.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ino.wrapping_mul(0xC2B2_AE3D_27D4_EB4F))
+        >> (64 - TABLE_BITS)) as usize
+}
+
+/// Bytes of one site stub (a slot of a stub page).
+pub const STUB_SIZE: u64 = 64;
+
+/// A site stub at `at` for the site at `site` (`mov eax, nr; syscall`,
+/// 7 bytes): skip the red zone, call the stat code with `eax = nr`, come
+/// back after the site's `syscall`. None: out of a rel32 jump's reach.
+pub fn site_stub(at: u64, site: u64, nr: u32) -> Option<Vec<u8>> {
+    let mut v = vec![0x48, 0x8d, 0x64, 0x24, 0x80]; // lea rsp, [rsp-128]
+    v.push(0xb8); // mov eax, nr
+    v.extend_from_slice(&nr.to_le_bytes());
+    v.extend_from_slice(&[0x49, 0xbb]); // movabs r11, STAT_ENTRY
+    v.extend_from_slice(&STAT_ENTRY.to_le_bytes());
+    v.extend_from_slice(&[0x41, 0xff, 0xd3]); // call r11
+    v.extend_from_slice(&[0x48, 0x8d, 0xa4, 0x24, 0x80, 0, 0, 0]); // lea rsp, [rsp+128]
+    let next = at + v.len() as u64 + 5;
+    let rel = i32::try_from((site + 7) as i64 - next as i64).ok()?;
+    v.push(0xe9); // jmp site+7
+    v.extend_from_slice(&rel.to_le_bytes());
+    Some(v)
+}
+
+/// The 5 bytes that replace the site's `mov eax, nr`: `jmp stub`.
+pub fn site_jump(site: u64, stub: u64) -> Option<[u8; 5]> {
+    let rel = i32::try_from(stub as i64 - (site + 5) as i64).ok()?;
+    let r = rel.to_le_bytes();
+    Some([0xe9, r[0], r[1], r[2], r[3]])
+}
+
+/// Is `code` (the 7 bytes before a syscall's return address) a
+/// `mov eax, nr; syscall` site for `nr`?
+pub fn is_site(code: &[u8; 7], nr: u32) -> bool {
+    code[0] == 0xb8 && code[1..5] == nr.to_le_bytes() && code[5..7] == [0x0f, 0x05]
+}
+
 /// `movabs r11, target; jmp r11` (13 bytes): a vDSO entry to a stub.
 pub fn jump_to(target: u64) -> Vec<u8> {
     let mut v = vec![0x49, 0xbb];
@@ -159,11 +215,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn site_stub_returns_after_the_site() {
+        let site = 0x7fff_f7e0_1000u64;
+        let at = site - (1 << 30);
+        let s = site_stub(at, site, 332).expect("in reach");
+        assert!(s.len() as u64 <= STUB_SIZE);
+        let rel = i32::from_le_bytes(s[s.len() - 4..].try_into().unwrap());
+        assert_eq!((at + s.len() as u64) as i64 + rel as i64, (site + 7) as i64);
+        let j = site_jump(site, at).expect("in reach");
+        let rel = i32::from_le_bytes(j[1..].try_into().unwrap());
+        assert_eq!((site + 5) as i64 + rel as i64, at as i64);
+        assert!(
+            site_stub(site - (3 << 30), site, 332).is_none(),
+            "3 GB is out of reach"
+        );
+        assert!(is_site(&[0xb8, 0x4c, 1, 0, 0, 0x0f, 0x05], 332));
+        assert!(!is_site(&[0xb8, 0x4c, 1, 0, 0, 0x0f, 0x05], 262));
+        assert!(ino_slot(1, 2) < TABLE_ENTRIES && ino_slot(u64::MAX, u64::MAX) < TABLE_ENTRIES);
+    }
+
+    #[test]
     fn stubs_fit_and_carry_the_page_address() {
         let p = code_page();
         let addr = DATA_ADDR.to_le_bytes();
         let n = p.windows(8).filter(|w| *w == addr).count();
         assert_eq!(n, 3, "each stub names the data page");
+        assert!(STAT_CODE.len() > 100 && STAT_CODE.len() <= STAT_CODE_MAX);
+        assert!(RAW_IP_OFF > STAT_ENTRY_OFF && RAW_IP_OFF < STAT_CODE.len() as u64);
+        // The allowed instruction is a syscall, and the entry is first.
+        let raw = RAW_IP_OFF as usize;
+        assert_eq!(STAT_CODE[raw - 2..raw], [0x0f, 0x05]);
+        assert_eq!(STAT_ENTRY_OFF, 0);
+        assert_eq!(FILE_SIZE % 4096, 0);
+        assert_eq!(CODE_OFF % 4096, 0);
         assert!(CLOCK_GETTIME.len() <= 0x80 && GETTIMEOFDAY.len() <= 0x80);
         assert_eq!(jump_to(1).len(), 13);
         assert_eq!(

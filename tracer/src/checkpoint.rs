@@ -161,6 +161,8 @@ pub struct Checkpoint {
     main_proc: ProcId,
     stats: crate::summary::Stats,
     fsv: detrun_scheduler::fsview::FsView,
+    /// The shared file's numbering tables (the stat code's inode table).
+    shim_tables: Option<Vec<u8>>,
     dirs: BTreeMap<(u64, u64), Vec<crate::handlers::fs::Dirent>>,
     proc_files: u64,
     next_vpid: pid_t,
@@ -651,6 +653,7 @@ impl Supervisor {
             main_proc: self.main_proc,
             stats: self.stats.clone(),
             fsv: self.fsv.clone(),
+            shim_tables: self.clock_page.as_ref().map(|p| p.save_tables()),
             dirs: self.dirs.clone(),
             proc_files: self.proc_files,
             next_vpid: self.next_vpid,
@@ -855,6 +858,9 @@ impl Supervisor {
         let filter = copy_filter()?;
         self.reset_set(ck.world.clone(), ck.main_proc, ck.stats.clone());
         self.fsv = ck.fsv.clone();
+        if let (Some(p), Some(t)) = (&self.clock_page, &ck.shim_tables) {
+            p.restore_tables(t);
+        }
         self.dirs = ck.dirs.clone();
         self.proc_files = ck.proc_files;
         self.next_vpid = ck.next_vpid;

@@ -56,6 +56,8 @@ pub struct RunConfig {
     pub net: detrun_scheduler::net::NetConfig,
     /// Answer time calls in the tracee from the shared clock page.
     pub fast_time: bool,
+    /// Answer stat calls inside the tracee (patched call sites).
+    pub fast_stat: bool,
     /// Python sources that predate the run keep their real times (false:
     /// virtual like every other file).
     pub py_real_times: bool,
@@ -118,6 +120,7 @@ impl Default for RunConfig {
             net_host: false,
             net: Default::default(),
             fast_time: true,
+            fast_stat: true,
             py_real_times: true,
             branch: None,
             capture_branches: false,

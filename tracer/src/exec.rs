@@ -58,6 +58,9 @@ pub fn on_exec(s: &mut Supervisor, tid: pid_t) {
     let space = s.new_space();
     s.procs[p as usize].space = space;
     s.procs[p as usize].group_exit = false;
+    // A new image: nothing of it is patched yet, and the shim is not in it.
+    s.procs[p as usize].patch = Default::default();
+    s.procs[p as usize].shim_mapped = false;
 
     if finish_syscall(tid).is_ok() {
         fix_auxv(s, tid, p);
@@ -170,6 +173,7 @@ fn fix_auxv(s: &mut Supervisor, tid: pid_t, p: detrun_scheduler::ProcId) {
             0 => false,
             insn => crate::vdso::install(s, tid, base, insn),
         };
+        s.procs[p as usize].shim_mapped = fast;
         if !fast {
             let _ = sys::write_u64(tid, slot, AT_IGNORE);
         }

@@ -314,8 +314,9 @@ fn search(runs: &[(u32, u32)], out: &mut Vec<sock_filter>, misses: &mut Vec<usiz
 }
 
 /// The allow-list as a search tree in front of `rest` (seccompiler's
-/// program for the calls with argument conditions and the default action).
-fn with_tree(allowed: &[u32], rest: BpfProgram) -> BpfProgram {
+/// program for the calls with argument conditions and the default action),
+/// and any call made from the instruction ending at `ip` allowed.
+fn with_tree(allowed: &[u32], ip: Option<u64>, rest: BpfProgram) -> BpfProgram {
     let mut out = vec![
         insn(BPF_LD_W_ABS, 4, 0, 0), // arch
         insn(BPF_JEQ_K, AUDIT_ARCH_X86_64, 1, 0),
@@ -331,16 +332,37 @@ fn with_tree(allowed: &[u32], rest: BpfProgram) -> BpfProgram {
     for m in misses {
         out[m].k = (end - m - 1) as u32;
     }
+    if let Some(ip) = ip {
+        // seccomp_data.instruction_pointer: low word at 8, high at 12.
+        out.extend([
+            insn(BPF_LD_W_ABS, 8, 0, 0),
+            insn(BPF_JEQ_K, ip as u32, 0, 3),
+            insn(BPF_LD_W_ABS, 12, 0, 0),
+            insn(BPF_JEQ_K, (ip >> 32) as u32, 0, 1),
+            insn(BPF_RET_K, RET_ALLOW, 0, 0),
+        ]);
+    }
     out.extend(rest);
     out
 }
 
 /// Build the BPF program. Built once in the supervisor, before fork.
-pub fn build(fs_virtual: bool, net_virtual: bool) -> Result<BpfProgram, String> {
-    build_with(fs_virtual, net_virtual, true)
+/// `allow_ip`: the end of the stat code's syscall instruction, whose calls
+/// pass (the stat fast path).
+pub fn build(
+    fs_virtual: bool,
+    net_virtual: bool,
+    allow_ip: Option<u64>,
+) -> Result<BpfProgram, String> {
+    build_with(fs_virtual, net_virtual, true, allow_ip)
 }
 
-fn build_with(fs_virtual: bool, net_virtual: bool, tree: bool) -> Result<BpfProgram, String> {
+fn build_with(
+    fs_virtual: bool,
+    net_virtual: bool,
+    tree: bool,
+    allow_ip: Option<u64>,
+) -> Result<BpfProgram, String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     // socket: local domains run as they are; AF_INET/AF_INET6 trap so that
     // the use of the host's network is reported.
@@ -414,7 +436,7 @@ fn build_with(fs_virtual: bool, net_virtual: bool, tree: bool) -> Result<BpfProg
     )
     .map_err(|e| e.to_string())?;
     let rest = BpfProgram::try_from(filter).map_err(|e| e.to_string())?;
-    Ok(with_tree(&allowed, rest))
+    Ok(with_tree(&allowed, allow_ip, rest))
 }
 
 #[cfg(test)]
@@ -446,7 +468,7 @@ mod tests {
 
     #[test]
     fn filter_builds() {
-        let p = build(true, true).expect("filter");
+        let p = build(true, true, None).expect("filter");
         assert!(p.len() > 50 && p.len() < 4096, "{} instructions", p.len());
     }
 
@@ -456,8 +478,8 @@ mod tests {
     #[test]
     fn tree_matches_linear_program() {
         for (fs, net) in [(true, true), (false, false), (true, false)] {
-            let tree = build_with(fs, net, true).expect("tree");
-            let linear = build_with(fs, net, false).expect("linear");
+            let tree = build_with(fs, net, true, None).expect("tree");
+            let linear = build_with(fs, net, false, None).expect("linear");
             let (mut allowed, mut longest) = (0, 0);
             for nr in (0..=500u32).chain([0x4000_0000, 0x4000_0001, u32::MAX]) {
                 for arch in [AUDIT_ARCH_X86_64, 0x4000_0003] {
@@ -478,5 +500,22 @@ mod tests {
             // A trapped call walks the tree and the few conditional rules.
             assert!(longest < 80, "{longest} steps (linear: {})", linear.len());
         }
+    }
+
+    /// Calls from the stat code's instruction pass; the same call from
+    /// anywhere else traps.
+    #[test]
+    fn the_stat_code_instruction_passes() {
+        let ip = 0x7e00_0006_2084u64;
+        let p = build(true, true, Some(ip)).expect("filter");
+        let mut d = [0u32; 16];
+        d[0] = libc::SYS_statx as u32;
+        d[1] = AUDIT_ARCH_X86_64;
+        assert_ne!(run(&p, &d).0, RET_ALLOW, "statx traps");
+        d[2] = ip as u32;
+        d[3] = (ip >> 32) as u32;
+        assert_eq!(run(&p, &d).0, RET_ALLOW, "from the stat code");
+        d[3] += 1;
+        assert_ne!(run(&p, &d).0, RET_ALLOW, "same low word elsewhere");
     }
 }

@@ -51,6 +51,9 @@ pub struct Summary {
     pub signals_delivered: u64,
     /// Time calls answered inside the tracee (no stop).
     pub fast_time_calls: u64,
+    /// Stat calls answered inside the tracee, and call sites patched for it.
+    pub fast_stat_calls: u64,
+    pub stat_sites_patched: u64,
     pub insn_preemptions: u64,
     pub single_steps: u64,
     pub breakpoint_hits: u64,
@@ -91,6 +94,8 @@ pub struct Stats {
     pub signals: u64,
     /// Time calls the in-tracee stubs answered.
     pub fast_time_calls: u64,
+    pub fast_stat_calls: u64,
+    pub stat_sites_patched: u64,
     pub insn_preemptions: u64,
     pub single_steps: u64,
     pub breakpoint_hits: u64,
@@ -108,6 +113,8 @@ impl Default for Stats {
             cpuid: 0,
             signals: 0,
             fast_time_calls: 0,
+            fast_stat_calls: 0,
+            stat_sites_patched: 0,
             insn_preemptions: 0,
             single_steps: 0,
             breakpoint_hits: 0,
@@ -169,6 +176,8 @@ impl Stats {
             cpuid: self.cpuid,
             signals_delivered: self.signals,
             fast_time_calls: self.fast_time_calls,
+            fast_stat_calls: self.fast_stat_calls,
+            stat_sites_patched: self.stat_sites_patched,
             insn_preemptions: self.insn_preemptions,
             single_steps: self.single_steps,
             breakpoint_hits: self.breakpoint_hits,
@@ -212,8 +221,13 @@ impl Summary {
         );
         let _ = writeln!(
             s,
-            "  intercepted         {} syscalls, {} rdtsc, {} cpuid, {} signals; {} time calls answered in the tracee",
-            self.syscalls_intercepted, self.rdtsc, self.cpuid, self.signals_delivered, self.fast_time_calls
+            "  intercepted         {} syscalls, {} rdtsc, {} cpuid, {} signals; {} time and {} stat calls answered in the tracee",
+            self.syscalls_intercepted,
+            self.rdtsc,
+            self.cpuid,
+            self.signals_delivered,
+            self.fast_time_calls,
+            self.fast_stat_calls
         );
         let _ = writeln!(
             s,

@@ -216,6 +216,10 @@ pub struct ProcInfo {
     /// Address of a `syscall` instruction in the process's vDSO (0: none
     /// known), for injected calls.
     pub syscall_insn: u64,
+    /// The shared file is mapped in this image, and its stat sites patched
+    /// so far.
+    pub shim_mapped: bool,
+    pub patch: crate::patch::Patches,
     /// Copy mode: (PID, code, status) of the child whose SIGCHLD detrun
     /// sent, for the siginfo the guest sees.
     pub chld_info: Option<(pid_t, i32, i32)>,
@@ -442,7 +446,7 @@ impl Supervisor {
                 } else {
                     detrun_scheduler::fsview::TimePolicy::Real
                 },
-                real_now_ns(),
+                start_ns().saturating_add(1),
                 epoch_ns,
             ),
             dirs: BTreeMap::new(),
@@ -472,8 +476,13 @@ impl Supervisor {
 
     /// Start the guest and run it to the end. Returns (exit code, summary).
     pub fn run(mut self) -> std::io::Result<(i32, Summary)> {
-        let bpf = crate::filter::build(self.cfg.fs_virtual, !self.cfg.net_host)
-            .map_err(std::io::Error::other)?;
+        let fast_stat = self.cfg.fast_stat && self.cfg.fast_time && self.cfg.fs_virtual;
+        let bpf = crate::filter::build(
+            self.cfg.fs_virtual,
+            !self.cfg.net_host,
+            fast_stat.then_some(detrun_shim::RAW_SYSCALL_END),
+        )
+        .map_err(std::io::Error::other)?;
         if let Some(path) = &self.cfg.trace {
             self.trace = Some(crate::trace::Trace::create(path)?);
         }
@@ -484,6 +493,9 @@ impl Supervisor {
         self.cfg.files_dir = Some(files.path().to_path_buf());
         if self.cfg.fast_time {
             self.clock_page = crate::vdso::ClockPage::create(files.path(), &self.world.clock);
+            if let (Some(p), true) = (&self.clock_page, fast_stat) {
+                p.enable_stat(&self.fsv, self.cfg.py_real_times);
+            }
         }
         let sp = crate::spawn::spawn(&self.cfg, &bpf)?;
         self.namespaces = sp.namespaces;
@@ -514,6 +526,7 @@ impl Supervisor {
         install_handlers();
         // After the fork: the reaper and the guest keep TSC reads as they are.
         let tsc_off = crate::selftime::enter();
+        wait_past_start();
         sp.release()?;
         // The guest runs its setup and execs: it holds the turn from the start.
         match self.world.next_turn() {
@@ -637,6 +650,8 @@ impl Supervisor {
             chld_info: None,
             // A fork runs the parent's image until it execs.
             syscall_insn: parent.map_or(0, |pp| self.procs[pp as usize].syscall_insn),
+            shim_mapped: parent.is_some_and(|pp| self.procs[pp as usize].shim_mapped),
+            patch: parent.map_or_else(Default::default, |pp| self.procs[pp as usize].patch.clone()),
         });
         self.stats.processes += 1;
         debug_assert_eq!(id as usize + 1, self.procs.len());
@@ -1152,6 +1167,28 @@ impl Supervisor {
                 }
             }
         }
+        // Never stop inside detrun's code in the tracee: it updates the
+        // shared clock and tables, and an int3 there would reach every
+        // process mapping it. Step out (the same steps every run).
+        while !ended && done < p.steps.saturating_add(100_000) && self.in_shim(tid) {
+            if self.step(tid).is_err() {
+                return;
+            }
+            let Some(st) = self.wait_stop(tid) else {
+                return;
+            };
+            match self.point_stop(tid, st, true) {
+                None => {
+                    done += 1;
+                    self.stats.single_steps += 1;
+                }
+                Some(PointEnd::Gone) => return,
+                Some(PointEnd::At(r)) => {
+                    resume = r;
+                    ended = true;
+                }
+            }
+        }
         if !ended && p.hits > 0 {
             match self.breakpoint_hits(tid, p.hits) {
                 Ok((n, r)) => {
@@ -1168,6 +1205,20 @@ impl Supervisor {
             tr.insn_preemption(t, vt, done, hits);
         }
         self.yield_running(tid, resume);
+    }
+
+    /// Is `tid` executing detrun's code (the shared file's code or a stat
+    /// site stub)?
+    fn in_shim(&self, tid: pid_t) -> bool {
+        let Ok(r) = sys::get_regs(tid) else {
+            return false;
+        };
+        let file = detrun_shim::DATA_ADDR..detrun_shim::DATA_ADDR + detrun_shim::FILE_SIZE as u64;
+        file.contains(&r.rip)
+            || self
+                .threads
+                .get(&tid)
+                .is_some_and(|t| self.procs[t.proc as usize].patch.in_stub(r.rip))
     }
 
     /// Let `tid` run until the instruction at its current address has
@@ -2079,10 +2130,48 @@ fn private_dirty_kb(pid: pid_t) -> u64 {
 
 /// The host's realtime clock, read once at start (for telling files that
 /// predate the run from files written during it).
-fn real_now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
+static START: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
+/// Note the host's time at process start (call first thing in `main`):
+/// files stamped up to then predate the run.
+pub fn note_start() {
+    let _ = START.set(now_ns(libc::CLOCK_REALTIME));
+}
+
+/// Realtime up to which file stamps predate the run. File systems stamp
+/// with the coarse clock (a tick behind), or finer when a stamp was just
+/// looked at (multigrain timestamps), never later than the fine clock; so
+/// once the coarse clock has passed this instant ([`wait_past_start`]),
+/// everything the guest writes is stamped later, and the split between
+/// "before" and "during" does not depend on timing.
+fn start_ns() -> u64 {
+    *START.get_or_init(|| now_ns(libc::CLOCK_REALTIME))
+}
+
+/// Wait (under a tick, if at all: start-up usually takes longer) until
+/// the coarse clock has passed the start.
+fn wait_past_start() {
+    let t = start_ns();
+    for _ in 0..1000 {
+        if now_ns(libc::CLOCK_REALTIME_COARSE) > t {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(250));
+    }
+}
+
+fn now_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime into a local timespec.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
 }
 
 /// CPU time a thread has used, from /proc/TID/schedstat (ns).

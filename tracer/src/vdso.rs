@@ -50,9 +50,15 @@ impl ClockPage {
             base: p.cast(),
             path,
         };
-        let code = shim::code_page();
-        // SAFETY: the second page of our mapping.
-        unsafe { std::ptr::copy_nonoverlapping(code.as_ptr(), p.cast::<u8>().add(4096), 4096) };
+        let code = shim::code_image();
+        // SAFETY: the code part of our mapping, CODE_BYTES long.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                code.as_ptr(),
+                p.cast::<u8>().add(shim::CODE_OFF),
+                shim::CODE_BYTES,
+            )
+        };
         let real = clock.realtime().wrapping_sub(clock.monotonic());
         for id in 0..8 {
             let off = match id {
@@ -63,11 +69,100 @@ impl ClockPage {
             page.set(shim::OFFSETS + id, off);
         }
         page.set(shim::COST, clock.event_cost);
+        page.set(shim::INO_NEXT, detrun_scheduler::fsview::FIRST_INO);
         Some(page)
     }
 
+    /// Let the stat code answer (see `shim/stat.c`).
+    pub fn enable_stat(&self, fsv: &detrun_scheduler::fsview::FsView, py_real: bool) {
+        self.set(shim::REAL_START, fsv.real_start);
+        self.set(shim::PREEXISTING, fsv.preexisting);
+        self.set(shim::PY_REAL, py_real as u64);
+        self.set(shim::STAT_ON, 1);
+    }
+
+    pub fn stat_on(&self) -> bool {
+        self.get(shim::STAT_ON) != 0
+    }
+
+    /// Virtual number of device `dev` (major << 32 | minor), numbering it
+    /// if new; None: the page's slots are full.
+    pub fn dev(&self, dev: u64) -> Option<u64> {
+        let n = self.get(shim::DEV_COUNT) as usize;
+        for i in 0..n.min(shim::DEV_SLOTS) {
+            if self.get(shim::DEVS + 2 * i) == dev {
+                return Some(self.get(shim::DEVS + 2 * i + 1));
+            }
+        }
+        if n >= shim::DEV_SLOTS {
+            return None;
+        }
+        self.set(shim::DEVS + 2 * n, dev);
+        self.set(shim::DEVS + 2 * n + 1, n as u64 + 1);
+        self.set(shim::DEV_COUNT, n as u64 + 1);
+        Some(n as u64 + 1)
+    }
+
+    /// Devices numbered in the page.
+    pub fn devs(&self) -> u64 {
+        self.get(shim::DEV_COUNT).min(shim::DEV_SLOTS as u64)
+    }
+
+    /// Virtual inode of (dev, ino) from the table, entering it if there is
+    /// room; None: not in the table, which is full.
+    pub fn ino(&self, dev: u64, ino: u64) -> Option<u64> {
+        let t = shim::TABLE_OFF / 8;
+        let mut i = shim::ino_slot(dev, ino);
+        for _ in 0..shim::TABLE_ENTRIES {
+            let e = t + 3 * i;
+            if self.get(e + 2) == 0 {
+                if self.get(shim::INO_COUNT) as usize >= shim::TABLE_LIMIT {
+                    return None;
+                }
+                let v = self.next_ino();
+                self.set(e, dev);
+                self.set(e + 1, ino);
+                self.set(e + 2, v);
+                self.set(shim::INO_COUNT, self.get(shim::INO_COUNT) + 1);
+                return Some(v);
+            }
+            if self.get(e) == dev && self.get(e + 1) == ino {
+                return Some(self.get(e + 2));
+            }
+            i = (i + 1) % shim::TABLE_ENTRIES;
+        }
+        None
+    }
+
+    /// The next virtual inode number (shared with the stat code).
+    pub fn next_ino(&self) -> u64 {
+        let v = self.get(shim::INO_NEXT);
+        self.set(shim::INO_NEXT, v + 1);
+        v
+    }
+
+    /// The numbering state (data page and table), for a checkpoint.
+    pub fn save_tables(&self) -> Vec<u8> {
+        let mut v = vec![0u8; shim::CODE_OFF];
+        // SAFETY: the data page and table, CODE_OFF bytes of our mapping.
+        unsafe { std::ptr::copy_nonoverlapping(self.base.cast::<u8>(), v.as_mut_ptr(), v.len()) };
+        v
+    }
+
+    /// Back to a saved numbering state (the clock slots are published
+    /// before every resume anyway).
+    pub fn restore_tables(&self, saved: &[u8]) {
+        if saved.len() == shim::CODE_OFF {
+            // SAFETY: as in `save_tables`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(saved.as_ptr(), self.base.cast::<u8>(), saved.len())
+            };
+        }
+    }
+
     fn set(&self, slot: usize, v: u64) {
-        // SAFETY: slot < 512 lies in the data page; volatile because the
+        // SAFETY: slot < CODE_OFF / 8 lies in the data page or the inode
+        // table; volatile because the
         // tracees write it too.
         unsafe { self.base.add(slot).write_volatile(v) }
     }
@@ -83,14 +178,18 @@ impl ClockPage {
         self.set(shim::LIMIT, limit);
     }
 
-    /// At a stop: where the stubs took the clock, and how many calls they
-    /// answered since the last look.
-    pub fn absorb(&self) -> (u64, u64) {
+    /// At a stop: where the stubs took the clock, and how many time and
+    /// stat calls they answered since the last look.
+    pub fn absorb(&self) -> (u64, u64, u64) {
         let calls = self.get(shim::CALLS);
         if calls != 0 {
             self.set(shim::CALLS, 0);
         }
-        (self.get(shim::MONO), calls)
+        let stats = self.get(shim::STAT_CALLS);
+        if stats != 0 {
+            self.set(shim::STAT_CALLS, 0);
+        }
+        (self.get(shim::MONO), calls, stats)
     }
 }
 
@@ -122,9 +221,10 @@ impl Supervisor {
     /// Take in the time the stubs spent, at a stop.
     pub fn absorb_clock(&mut self) {
         if let Some(p) = &self.clock_page {
-            let (mono, calls) = p.absorb();
+            let (mono, calls, stats) = p.absorb();
             self.world.clock.advance_to(mono);
             self.stats.fast_time_calls += calls;
+            self.stats.fast_stat_calls += stats;
         }
     }
 }
@@ -173,23 +273,33 @@ pub fn install(s: &mut Supervisor, tid: pid_t, vdso: u64, insn: u64) -> bool {
     .filter(|&fd| fd >= 0) else {
         return false;
     };
-    let map = |addr: u64, prot: i32, off: u64| {
+    let map = |addr: u64, len: usize, prot: i32, off: usize| {
         inject(
             tid,
             insn,
             libc::SYS_mmap,
             [
                 addr,
-                4096,
+                len as u64,
                 prot as u64,
                 (libc::MAP_SHARED | libc::MAP_FIXED_NOREPLACE) as u64,
                 fd as u64,
-                off,
+                off as u64,
             ],
         ) == Some(addr as i64)
     };
-    let ok = map(shim::DATA_ADDR, libc::PROT_READ | libc::PROT_WRITE, 0)
-        && map(shim::CODE_ADDR, libc::PROT_READ | libc::PROT_EXEC, 4096);
+    // The data page and the inode table; the code.
+    let ok = map(
+        shim::DATA_ADDR,
+        shim::CODE_OFF,
+        libc::PROT_READ | libc::PROT_WRITE,
+        0,
+    ) && map(
+        shim::CODE_ADDR,
+        shim::CODE_BYTES,
+        libc::PROT_READ | libc::PROT_EXEC,
+        shim::CODE_OFF,
+    );
     inject(tid, insn, libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0]);
     ok && patch(tid, vdso)
 }

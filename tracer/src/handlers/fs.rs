@@ -71,7 +71,51 @@ fn keeps_real_times(s: &Supervisor, tid: pid_t, path: u64, real_mtime: u64) -> b
     sys::read_cstr(tid, path, 4096).is_ok_and(|p| p.ends_with(b".py"))
 }
 
-/// Exit stop of a stat call: rewrite the answer the kernel wrote.
+/// A `st_dev` as one number, major << 32 | minor: the form `statx` gives,
+/// so that both calls number a file alike.
+pub fn dev_key(st_dev: u64) -> u64 {
+    let major = ((st_dev >> 8) & 0xfff) | ((st_dev >> 32) & !0xfff);
+    let minor = (st_dev & 0xff) | ((st_dev >> 12) & !0xff);
+    (major << 32) | minor
+}
+
+/// Virtual device number, shared with the stat code in the tracees.
+fn vdev(s: &mut Supervisor, dev: u64) -> u64 {
+    match &s.clock_page {
+        Some(p) => match p.dev(dev) {
+            Some(v) => v,
+            None => {
+                let first = p.devs() + 1;
+                s.fsv.dev_from(dev, first)
+            }
+        },
+        None => s.fsv.dev(dev),
+    }
+}
+
+/// Virtual inode number, shared with the stat code in the tracees (its
+/// table first; what does not fit there, here).
+pub fn vino(s: &mut Supervisor, dev: u64, ino: u64) -> u64 {
+    match &s.clock_page {
+        Some(p) => match p.ino(dev, ino) {
+            Some(v) => v,
+            None => s.fsv.ino_with(dev, ino, || p.next_ino()),
+        },
+        None => s.fsv.ino(dev, ino),
+    }
+}
+
+fn ts32(b: &[u8], o: usize) -> u64 {
+    rd(b, o).saturating_mul(1_000_000_000)
+        + u32::from_ne_bytes(b[o + 8..o + 12].try_into().unwrap_or([0; 4])) as u64
+}
+
+fn ts64(b: &[u8], o: usize) -> u64 {
+    rd(b, o).saturating_mul(1_000_000_000) + rd(b, o + 8)
+}
+
+/// Exit stop of a stat call: rewrite the answer the kernel wrote (the
+/// stat code in `shim/stat.c` does the same inside the tracee).
 pub fn stat_exit(s: &mut Supervisor, tid: pid_t, regs: Regs, buf: u64, statx: bool, path: u64) {
     if regs.rax == 0 && buf != 0 {
         let now = s.world.clock.realtime();
@@ -82,19 +126,15 @@ pub fn stat_exit(s: &mut Supervisor, tid: pid_t, regs: Regs, buf: u64, statx: bo
                     << 32)
                     | u32::from_ne_bytes(b[140..144].try_into().unwrap_or([0; 4])) as u64;
                 let ino = rd(&b, 32);
-                let vdev = s.fsv.dev(dev);
-                let vino = s.fsv.ino(dev, ino);
+                let vdev = vdev(s, dev);
+                let vino = vino(s, dev, ino);
                 wr(&mut b, 32, vino);
                 b[136..140].copy_from_slice(&0u32.to_ne_bytes());
                 b[140..144].copy_from_slice(&(vdev as u32).to_ne_bytes());
                 wr(&mut b, 144, 0); // mount id
-                let ts = |b: &[u8], o: usize| {
-                    rd(b, o).saturating_mul(1_000_000_000)
-                        + u32::from_ne_bytes(b[o + 8..o + 12].try_into().unwrap_or([0; 4])) as u64
-                };
-                let real = keeps_real_times(s, tid, path, ts(&b, 112));
+                let real = keeps_real_times(s, tid, path, ts32(&b, 112));
                 let mut t = |st: Stamp, o: usize| {
-                    let r = ts(&b, o);
+                    let r = ts32(&b, o);
                     if real {
                         r
                     } else {
@@ -113,19 +153,18 @@ pub fn stat_exit(s: &mut Supervisor, tid: pid_t, regs: Regs, buf: u64, statx: bo
         } else {
             let mut b = [0u8; 144];
             if sys::read_mem(tid, buf, &mut b).is_ok() {
-                let (dev, ino) = (rd(&b, 0), rd(&b, 8));
-                let vdev = s.fsv.dev(dev);
-                let vino = s.fsv.ino(dev, ino);
+                let (dev, ino) = (dev_key(rd(&b, 0)), rd(&b, 8));
+                let vdev = vdev(s, dev);
+                let vino = vino(s, dev, ino);
                 wr(&mut b, 0, vdev);
                 wr(&mut b, 8, vino);
-                let ts = |b: &[u8], o: usize| rd(b, o).saturating_mul(1_000_000_000) + rd(b, o + 8);
-                let real = keeps_real_times(s, tid, path, ts(&b, 88));
+                let real = keeps_real_times(s, tid, path, ts64(&b, 88));
                 let (m, c) = if real {
-                    (ts(&b, 88), ts(&b, 104))
+                    (ts64(&b, 88), ts64(&b, 104))
                 } else {
                     (
-                        s.fsv.time(dev, ino, Stamp::Mtime, ts(&b, 88), now),
-                        s.fsv.time(dev, ino, Stamp::Ctime, ts(&b, 104), now),
+                        s.fsv.time(dev, ino, Stamp::Mtime, ts64(&b, 88), now),
+                        s.fsv.time(dev, ino, Stamp::Ctime, ts64(&b, 104), now),
                     )
                 };
                 for (o, v) in [(72, m), (88, m), (104, c)] {
@@ -136,6 +175,7 @@ pub fn stat_exit(s: &mut Supervisor, tid: pid_t, regs: Regs, buf: u64, statx: bo
             }
         }
     }
+    crate::patch::after_stat(s, tid, &regs);
     s.continue_running(tid);
 }
 
@@ -232,7 +272,7 @@ fn getdents(s: &mut Supervisor, tid: pid_t, fd: i32, buf: u64, count: u64) -> Ou
         if out.len() + reclen > cap {
             break;
         }
-        let vino = s.fsv.ino(st.st_dev, e.ino);
+        let vino = vino(s, dev_key(st.st_dev), e.ino);
         let start = out.len();
         out.resize(start + reclen, 0);
         wr(&mut out, start, vino);

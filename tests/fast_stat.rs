@@ -1,0 +1,103 @@
+//! The stat fast path (issue 7): stat-family calls answered inside the
+//! tracee at patched call sites give the answers the trapped calls give,
+//! run after run, for dynamic and static programs, forks and threads.
+
+use detrun_tests::*;
+
+fn run(args: &[&str], name: &str) -> (String, serde_json::Value) {
+    let dir = scratch_dir("fast_stat", name);
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).expect("mkdir");
+    let json = dir.join("s.json");
+    let mut a = vec!["--summary-json", path_str(&json)];
+    a.extend_from_slice(args);
+    let w = path_str(&work).to_string();
+    let a: Vec<&str> = a
+        .iter()
+        .map(|x| if *x == "WORK" { w.as_str() } else { x })
+        .collect();
+    let o = detrun(&a);
+    assert_eq!(code(&o), 0, "{}", show(&o));
+    let v = serde_json::from_str(&std::fs::read_to_string(&json).expect("summary")).expect("json");
+    (stdout(&o).replace(&w, "WORK"), v)
+}
+
+fn n(v: &serde_json::Value, k: &str) -> u64 {
+    v[k].as_u64().unwrap_or(0)
+}
+
+/// One file through stat, lstat, fstat, fstatat, statx and readdir: one
+/// inode and device; the same bytes with and without the fast path, and
+/// twice in a row; nearly every call answered in the tracee.
+#[test]
+fn stat_calls_answered_in_the_tracee_match_trapped_ones() {
+    for static_ in [false, true] {
+        let bin = build_c("fast_stat", static_);
+        let g = path_str(&bin);
+        let (fast, s) = run(&["--", g, "WORK"], "fast");
+        let (again, _) = run(&["--", g, "WORK"], "again");
+        let (slow, t) = run(&["--no-fast-stat", "--", g, "WORK"], "slow");
+        assert!(
+            fast.contains("loop same 4000 of 4000\nmissing -1 2\n"),
+            "{fast}"
+        );
+        assert!(
+            fast.contains("\nbad 0\n") && !fast.contains("MISMATCH"),
+            "{fast}"
+        );
+        // Files written during the run are newer than those before it.
+        assert!(fast.contains(" mtime 1704067200."), "{fast}");
+        assert_eq!(fast, again, "two runs differ (static: {static_})");
+        assert_eq!(
+            fast, slow,
+            "fast path and trapped calls differ (static: {static_})"
+        );
+        assert!(n(&s, "fast_stat_calls") > 4000, "{s}");
+        assert!(n(&s, "stat_sites_patched") >= 2, "{s}");
+        assert!(n(&s, "syscalls_intercepted") < 400, "{s}");
+        assert_eq!(n(&t, "fast_stat_calls"), 0, "{t}");
+        assert!(n(&t, "syscalls_intercepted") > 4000, "{t}");
+    }
+}
+
+/// Threads stat the same files in a seeded interleaving: the numbering
+/// (first sight) is the same in every run of a seed, under load.
+#[test]
+fn threads_number_files_alike_under_load() {
+    let bin = build_c("fast_stat", false);
+    let g = path_str(&bin);
+    let _hogs = (Hog::start(), Hog::start());
+    let args = ["--seed", "3", "--chaos", "--", g, "threads"];
+    let (first, s) = run(&args, "t0");
+    assert!(n(&s, "fast_stat_calls") > 1000, "{s}");
+    for i in 1..4 {
+        let (o, _) = run(&args, &format!("t{i}"));
+        assert_eq!(first, o, "run {i} differs");
+    }
+    assert!(!first.contains("MISMATCH"), "{first}");
+}
+
+/// `ls -la` of a big directory: the same listing with the fast path and
+/// without it, nearly without stops.
+#[test]
+fn ls_of_a_big_directory_is_the_same_listing() {
+    let (fast, s) = run(
+        &["--", "ls", "-la", "--time-style=full-iso", "/usr/bin"],
+        "ls",
+    );
+    let (slow, _) = run(
+        &[
+            "--no-fast-stat",
+            "--",
+            "ls",
+            "-la",
+            "--time-style=full-iso",
+            "/usr/bin",
+        ],
+        "ls_slow",
+    );
+    assert_eq!(fast, slow);
+    let entries = fast.lines().count() as u64;
+    assert!(entries > 100, "{fast}");
+    assert!(n(&s, "fast_stat_calls") + 10 >= entries, "{s}");
+}

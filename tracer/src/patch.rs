@@ -1,0 +1,158 @@
+//! Patching stat call sites to the stat code in the tracee (the stat fast
+//! path; see `detrun_shim` and `shim/stat.c`).
+//!
+//! At the exit stop of a trapped `stat`-family call, the site is the 7
+//! bytes before the return address. From its second trap in a process
+//! image, a `mov eax, NR; syscall` site gets a stub in a page near it
+//! (mapped by an injected `mmap`) and its `mov` becomes a jump there. The
+//! point at which a site is patched depends only on the program's own calls,
+//! so runs stay alike. Not patched: processes sharing memory with another
+//! (vfork), sites inside detrun's own code, and any site whose bytes are
+//! not the pattern.
+
+use crate::supervisor::Supervisor;
+use crate::sys::{self, Regs};
+use detrun_shim as shim;
+use libc::pid_t;
+use std::collections::BTreeMap;
+
+/// Traps from one site before it is patched (a site used once costs more
+/// to patch than to trap).
+const PATCH_AT: u32 = 2;
+
+/// Pages tried for a site's stubs, as offsets from the site's page: within
+/// a rel32 jump, away from the site's own library and heap.
+const NEAR: [i64; 6] = [
+    -(1 << 30),
+    1 << 30,
+    -(3 << 29),
+    3 << 29,
+    -(1 << 29),
+    1 << 29,
+];
+
+/// A process image's patch state (copied at fork, reset at exec).
+#[derive(Clone, Debug, Default)]
+pub struct Patches {
+    /// Traps seen per site address, until patched.
+    sites: BTreeMap<u64, u32>,
+    /// Stub pages: (address, stubs used).
+    pages: Vec<(u64, u64)>,
+}
+
+impl Patches {
+    /// Is `rip` in one of the stub pages?
+    pub fn in_stub(&self, rip: u64) -> bool {
+        self.pages.iter().any(|&(p, _)| rip >= p && rip < p + 4096)
+    }
+}
+
+fn reach(a: u64, b: u64) -> bool {
+    (a as i64).wrapping_sub(b as i64).unsigned_abs() < (1 << 31) - 8192
+}
+
+/// After a trapped stat call returned in `tid`: count its site, and patch
+/// it at its `PATCH_AT`th trap.
+pub fn after_stat(s: &mut Supervisor, tid: pid_t, regs: &Regs) {
+    if !s.clock_page.as_ref().is_some_and(|c| c.stat_on()) {
+        return;
+    }
+    let Some(p) = s.threads.get(&tid).map(|t| t.proc as usize) else {
+        return;
+    };
+    let pi = &s.procs[p];
+    let insn = pi.syscall_insn;
+    let site = regs.rip.wrapping_sub(7);
+    let file = shim::DATA_ADDR..shim::DATA_ADDR + shim::FILE_SIZE as u64;
+    if file.contains(&regs.rip) || pi.patch.in_stub(regs.rip) {
+        return; // the stat code's own trapped call
+    }
+    if !pi.shim_mapped || insn == 0 {
+        return;
+    }
+    let space = pi.space;
+    if s.procs
+        .iter()
+        .enumerate()
+        .any(|(i, q)| i != p && q.alive && q.space == space)
+    {
+        return;
+    }
+    let n = s.procs[p].patch.sites.entry(site).or_insert(0);
+    *n += 1;
+    if *n != PATCH_AT {
+        return;
+    }
+    let nr = regs.orig_rax as u32;
+    let mut code = [0u8; 7];
+    if sys::read_mem(tid, site, &mut code).is_err() || !shim::is_site(&code, nr) {
+        return;
+    }
+    let Some(stub) = stub_slot(s, tid, p, insn, site) else {
+        return;
+    };
+    let (Some(bytes), Some(jump)) = (shim::site_stub(stub, site, nr), shim::site_jump(site, stub))
+    else {
+        return;
+    };
+    // The stub first: the jump is only written once it leads somewhere.
+    if sys::write_mem(tid, stub, &bytes).is_err() || sys::write_mem(tid, site, &jump).is_err() {
+        return;
+    }
+    if let Some(pg) = s.procs[p]
+        .patch
+        .pages
+        .iter_mut()
+        .find(|(a, _)| stub >= *a && stub < *a + 4096)
+    {
+        pg.1 += 1;
+    }
+    s.stats.stat_sites_patched += 1;
+}
+
+/// A free stub slot within reach of `site`, mapping a new page if needed.
+fn stub_slot(s: &mut Supervisor, tid: pid_t, p: usize, insn: u64, site: u64) -> Option<u64> {
+    let per_page = 4096 / shim::STUB_SIZE;
+    if let Some(&(a, used)) = s.procs[p]
+        .patch
+        .pages
+        .iter()
+        .find(|&&(a, used)| used < per_page && reach(a, site))
+    {
+        return Some(a + used * shim::STUB_SIZE);
+    }
+    let base = site & !4095;
+    for off in NEAR {
+        let at = (base as i64).wrapping_add(off);
+        if !(0x1_0000..0x7fff_fff0_0000).contains(&at) {
+            continue;
+        }
+        let at = at as u64;
+        let r = crate::vdso::inject(
+            tid,
+            insn,
+            libc::SYS_mmap,
+            [
+                at,
+                4096,
+                (libc::PROT_READ | libc::PROT_EXEC) as u64,
+                (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE) as u64,
+                u64::MAX,
+                0,
+            ],
+        );
+        match r {
+            Some(a) if a as u64 == at => {
+                s.procs[p].patch.pages.push((at, 0));
+                return Some(at);
+            }
+            Some(a) if a > 0 => {
+                // An old kernel took the address as a hint: not ours to keep.
+                crate::vdso::inject(tid, insn, libc::SYS_munmap, [a as u64, 4096, 0, 0, 0, 0]);
+            }
+            Some(_) => {}
+            None => return None,
+        }
+    }
+    None
+}
