@@ -110,9 +110,10 @@ fn main() {
     std::fs::write(
         out.join("stat_syms.rs"),
         format!(
-            "/// Offsets in the stat code of its entry and of the end of its allowed syscall.\npub const STAT_ENTRY_OFF: u64 = {};\npub const RAW_IP_OFF: u64 = {};\n",
+            "/// Offsets in the stat code of its entry, of the end of its allowed syscall\n/// and of the end of its quiet trapped one.\npub const STAT_ENTRY_OFF: u64 = {};\npub const RAW_IP_OFF: u64 = {};\npub const QUIET_IP_OFF: u64 = {};\n",
             sym("shim_stat_entry"),
-            sym("shim_raw_ip")
+            sym("shim_raw_ip"),
+            sym("shim_quiet_ip")
         ),
     )
     .expect("write the symbols");

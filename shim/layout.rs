@@ -16,9 +16,9 @@ pub const INO_COUNT: usize = 6;
 /// Slots 8..16: offset from monotonic time per clock id 0..=7 (u64::MAX:
 /// not answered here).
 pub const OFFSETS: usize = 8;
-/// The stat fast path: on, the real time the run started (ns), the time of
-/// files that predate it, whether Python sources keep real times, calls
-/// answered.
+/// The stat fast path: on, the real time (ns) from which stamps may be
+/// the run's, the time of files that predate it, whether Python sources
+/// keep real times, calls answered.
 pub const STAT_ON: usize = 16;
 pub const REAL_START: usize = 17;
 pub const PREEXISTING: usize = 18;

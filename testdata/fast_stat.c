@@ -3,7 +3,8 @@
  * during the run get newer virtual times; loops of calls (answered in the
  * tracee once their call sites are patched) keep answering alike; a forked
  * child and threads too.
- * Usage: fast_stat DIR (an empty scratch directory) | fast_stat threads */
+ * Usage: fast_stat DIR (an empty scratch directory) | fast_stat threads |
+ * fast_stat watch FILE (stat FILE in a loop, printing only a count) */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -90,6 +91,15 @@ int main(int argc, char **argv) {
     if (argc < 2) return 2;
     const char *dir = argv[1];
     setvbuf(stdout, 0, _IOLBF, 0);
+    if (!strcmp(argv[1], "watch") && argc > 2) {
+        unsigned long ok = 0;
+        for (int i = 0; i < 500; i++) {
+            struct stat s;
+            ok += stat(argv[2], &s) == 0;
+        }
+        printf("watch ok %lu\n", ok);
+        return 0;
+    }
     if (!strcmp(argv[1], "threads")) {
         pthread_t t[4];
         for (long i = 0; i < 4; i++) pthread_create(&t[i], 0, worker, (void *)i);

@@ -77,6 +77,41 @@ fn threads_number_files_alike_under_load() {
     assert!(!first.contains("MISMATCH"), "{first}");
 }
 
+/// A file whose stamps say "written during the run" (here: another
+/// program set its mtime ahead) is answered by detrun instead of the stat
+/// code, quietly: the schedule trace is the one of a run where it is not.
+#[test]
+fn files_changed_by_others_do_not_change_the_schedule() {
+    let bin = build_c("fast_stat", false);
+    let g = path_str(&bin);
+    let dir = scratch_dir("fast_stat", "watch");
+    let f = dir.join("watched");
+    std::fs::write(&f, "x").expect("write");
+    // Older than a clock tick before the runs start.
+    std::thread::sleep(std::time::Duration::from_millis(60));
+    let fs = path_str(&f).to_string();
+    let trace = |name: &str| {
+        let t = dir.join(format!("{name}.trace"));
+        let ts = path_str(&t).to_string();
+        let (o, s) = run(&["--trace", &ts, "--", g, "watch", &fs], name);
+        assert_eq!(o, "watch ok 500\n");
+        (std::fs::read(&t).expect("trace"), n(&s, "fast_stat_calls"))
+    };
+    let (old, fast_old) = trace("old");
+    let st = std::process::Command::new("touch")
+        .args(["-d", "+1 hour", &fs])
+        .status()
+        .expect("touch");
+    assert!(st.success());
+    std::thread::sleep(std::time::Duration::from_millis(60));
+    let (ahead, fast_ahead) = trace("ahead");
+    assert!(
+        fast_old >= 490 && fast_ahead + 450 <= fast_old,
+        "in the tracee: {fast_old} calls for the old file, {fast_ahead} for the one from the future"
+    );
+    assert!(old == ahead, "schedule traces differ ({})", dir.display());
+}
+
 /// `ls -la` of a big directory: the same listing with the fast path and
 /// without it, nearly without stops.
 #[test]

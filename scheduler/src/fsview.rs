@@ -26,6 +26,11 @@ pub struct FsView {
     pub policy: TimePolicy,
     /// Realtime (ns) at which the run started, as the host's clock read it.
     pub real_start: u64,
+    /// File systems stamp with a clock up to a tick behind: a stamp from
+    /// `window_lo` to `real_start` is from before the run or from its first
+    /// moments. The files the run wrote then are in `touched`.
+    pub window_lo: u64,
+    touched: std::collections::BTreeSet<(u64, u64)>,
     /// Virtual realtime (ns) reported for files that predate the run.
     pub preexisting: u64,
     inodes: BTreeMap<(u64, u64), u64>,
@@ -42,15 +47,22 @@ pub enum Stamp {
 }
 
 impl FsView {
-    pub fn new(policy: TimePolicy, real_start: u64, epoch_ns: u64) -> FsView {
+    pub fn new(policy: TimePolicy, real_start: u64, window_lo: u64, epoch_ns: u64) -> FsView {
         FsView {
             policy,
             real_start,
+            window_lo: window_lo.min(real_start),
+            touched: std::collections::BTreeSet::new(),
             preexisting: epoch_ns.saturating_sub(86_400 * 1_000_000_000),
             inodes: BTreeMap::new(),
             devs: BTreeMap::new(),
             seen: BTreeMap::new(),
         }
+    }
+
+    /// The run wrote this file (while its stamps may still look older).
+    pub fn touch(&mut self, dev: u64, ino: u64) {
+        self.touched.insert((dev, ino));
     }
 
     /// Virtual device number (1, 2, ... in first-seen order).
@@ -85,7 +97,8 @@ impl FsView {
         if self.policy == TimePolicy::Real {
             return real;
         }
-        if real < self.real_start {
+        if real < self.window_lo || (real < self.real_start && !self.touched.contains(&(dev, ino)))
+        {
             return self.preexisting;
         }
         *self
@@ -101,7 +114,7 @@ mod tests {
 
     #[test]
     fn numbering_and_times() {
-        let mut v = FsView::new(TimePolicy::Virtual, 1_000, 5_000_000_000_000_000);
+        let mut v = FsView::new(TimePolicy::Virtual, 1_000, 900, 5_000_000_000_000_000);
         assert_eq!(v.ino(7, 123), 1000);
         assert_eq!(v.ino(7, 99), 1001);
         assert_eq!(v.ino(7, 123), 1000);
@@ -118,5 +131,9 @@ mod tests {
             99,
             "a newer write is newer"
         );
+        // A stamp in the start's tick: older unless the run wrote the file.
+        assert_eq!(v.time(7, 2, Stamp::Mtime, 950, 60), v.preexisting);
+        v.touch(7, 3);
+        assert_eq!(v.time(7, 3, Stamp::Mtime, 950, 60), 60);
     }
 }

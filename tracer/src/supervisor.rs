@@ -104,6 +104,8 @@ pub enum Post {
         sig: i32,
         target: i64,
     },
+    /// A file opened for writing in the start's tick: note it as the run's.
+    Touch,
     /// A stat call: rewrite the answer at `buf`.
     Stat {
         buf: u64,
@@ -352,6 +354,8 @@ pub struct Supervisor {
     timed_out: bool,
     /// Virtual inode numbers and timestamps.
     pub fsv: detrun_scheduler::fsview::FsView,
+    /// The start's tick is over (see `world_start_open`).
+    start_closed: std::cell::Cell<bool>,
     /// Sorted listings of directories being read, by (dev, ino).
     pub dirs: BTreeMap<(u64, u64), Vec<crate::handlers::fs::Dirent>>,
     /// The kernel side of the virtual network.
@@ -440,13 +444,15 @@ impl Supervisor {
             cpuid_faulting: faulting,
             in_kernel: BTreeMap::new(),
             trace: None,
+            start_closed: std::cell::Cell::new(false),
             fsv: detrun_scheduler::fsview::FsView::new(
                 if cfg_fs_virtual {
                     detrun_scheduler::fsview::TimePolicy::Virtual
                 } else {
                     detrun_scheduler::fsview::TimePolicy::Real
                 },
-                start_ns().saturating_add(1),
+                start_clocks().1.saturating_add(1),
+                start_clocks().0,
                 epoch_ns,
             ),
             dirs: BTreeMap::new(),
@@ -526,7 +532,6 @@ impl Supervisor {
         install_handlers();
         // After the fork: the reaper and the guest keep TSC reads as they are.
         let tsc_off = crate::selftime::enter();
-        wait_past_start();
         sp.release()?;
         // The guest runs its setup and execs: it holds the turn from the start.
         match self.world.next_turn() {
@@ -1207,6 +1212,19 @@ impl Supervisor {
         self.yield_running(tid, resume);
     }
 
+    /// Is the coarse clock still at or before the start's fine reading?
+    /// Once past, it stays past (checked until then only).
+    pub fn world_start_open(&self) -> bool {
+        if self.start_closed.get() {
+            return false;
+        }
+        let open = now_ns(libc::CLOCK_REALTIME_COARSE) < self.fsv.real_start;
+        if !open {
+            self.start_closed.set(true);
+        }
+        open
+    }
+
     /// Is `tid` executing detrun's code (the shared file's code or a stat
     /// site stub)?
     fn in_shim(&self, tid: pid_t) -> bool {
@@ -1582,6 +1600,11 @@ impl Supervisor {
     fn on_syscall(&mut self, tid: pid_t, redo: bool) {
         let Ok(regs) = sys::get_regs(tid) else { return };
         if self.copy_mode && crate::handlers::vpid::invisible(self, tid, &regs) {
+            return;
+        }
+        if regs.rip == detrun_shim::QUIET_SYSCALL_END
+            && crate::handlers::fs::quiet(self, tid, &regs)
+        {
             return;
         }
         let Some(t) = self.threads.get(&tid) else {
@@ -2130,34 +2153,28 @@ fn private_dirty_kb(pid: pid_t) -> u64 {
 
 /// The host's realtime clock, read once at start (for telling files that
 /// predate the run from files written during it).
-static START: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+static START: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
 
 /// Note the host's time at process start (call first thing in `main`):
 /// files stamped up to then predate the run.
 pub fn note_start() {
-    let _ = START.set(now_ns(libc::CLOCK_REALTIME));
+    let _ = START.set(start_now());
 }
 
-/// Realtime up to which file stamps predate the run. File systems stamp
-/// with the coarse clock (a tick behind), or finer when a stamp was just
-/// looked at (multigrain timestamps), never later than the fine clock; so
-/// once the coarse clock has passed this instant ([`wait_past_start`]),
-/// everything the guest writes is stamped later, and the split between
-/// "before" and "during" does not depend on timing.
-fn start_ns() -> u64 {
-    *START.get_or_init(|| now_ns(libc::CLOCK_REALTIME))
+fn start_now() -> (u64, u64) {
+    (
+        now_ns(libc::CLOCK_REALTIME_COARSE),
+        now_ns(libc::CLOCK_REALTIME),
+    )
 }
 
-/// Wait (under a tick, if at all: start-up usually takes longer) until
-/// the coarse clock has passed the start.
-fn wait_past_start() {
-    let t = start_ns();
-    for _ in 0..1000 {
-        if now_ns(libc::CLOCK_REALTIME_COARSE) > t {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_micros(250));
-    }
+/// (coarse, fine) realtime at the start. File systems stamp with the
+/// coarse clock (up to a tick or more behind), or finer when a stamp was
+/// just looked at (multigrain timestamps), never past the fine clock: a
+/// stamp after the fine reading is the run's; one between the two readings
+/// may be the run's first moments (see `FsView::touch`).
+pub fn start_clocks() -> (u64, u64) {
+    *START.get_or_init(start_now)
 }
 
 fn now_ns(clock: libc::clockid_t) -> u64 {

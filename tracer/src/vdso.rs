@@ -75,7 +75,8 @@ impl ClockPage {
 
     /// Let the stat code answer (see `shim/stat.c`).
     pub fn enable_stat(&self, fsv: &detrun_scheduler::fsview::FsView, py_real: bool) {
-        self.set(shim::REAL_START, fsv.real_start);
+        // Stamps from the start's tick on are the supervisor's to judge.
+        self.set(shim::REAL_START, fsv.window_lo);
         self.set(shim::PREEXISTING, fsv.preexisting);
         self.set(shim::PY_REAL, py_real as u64);
         self.set(shim::STAT_ON, 1);

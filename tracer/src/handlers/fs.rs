@@ -71,6 +71,42 @@ fn keeps_real_times(s: &Supervisor, tid: pid_t, path: u64, real_mtime: u64) -> b
     sys::read_cstr(tid, path, 4096).is_ok_and(|p| p.ends_with(b".py"))
 }
 
+/// A stat call the stat code charged and handed over: rewrite its answer
+/// at its exit, without an event (no tick, no scheduling point, not in the
+/// trace). False: not a stat call.
+pub fn quiet(s: &mut Supervisor, tid: pid_t, regs: &Regs) -> bool {
+    let a = Args::from_regs(regs);
+    let Out::Exit(_, post) = handle(s, tid, &a, *regs) else {
+        return false;
+    };
+    if !matches!(post, Post::Stat { .. }) {
+        return false;
+    }
+    let Some(t) = s.threads.get_mut(&tid) else {
+        return false;
+    };
+    t.post = post;
+    let _ = s.resume_syscall(tid, 0);
+    true
+}
+
+/// Is the host's coarse clock (file stamps) still within the start's
+/// tick, so that what the run writes may look older than the run?
+pub fn start_window_open(s: &Supervisor) -> bool {
+    s.fsv.policy == detrun_scheduler::fsview::TimePolicy::Virtual && s.world_start_open()
+}
+
+/// The file behind the guest's `fd` was written by the run.
+pub fn touch_fd(s: &mut Supervisor, tid: pid_t, fd: i32) {
+    if let Some(f) = s.steal(tid, fd) {
+        // SAFETY: fstat into a local struct.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(f.as_raw_fd(), &mut st) } == 0 {
+            s.fsv.touch(dev_key(st.st_dev), st.st_ino);
+        }
+    }
+}
+
 /// A `st_dev` as one number, major << 32 | minor: the form `statx` gives,
 /// so that both calls number a file alike.
 pub fn dev_key(st_dev: u64) -> u64 {

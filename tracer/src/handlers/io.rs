@@ -285,6 +285,9 @@ fn segments(tid: pid_t, nr: i64, a: &[u64; 6], skip: u64) -> Result<Vec<(u64, u6
 /// write would.
 fn write(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
     let fd = a.a[0] as i32;
+    if super::fs::start_window_open(s) {
+        super::fs::touch_fd(s, tid, fd);
+    }
     let total = if a.nr == libc::SYS_writev {
         match segments(tid, a.nr, &a.a, 0) {
             Ok(v) => v.iter().fold(0u64, |t, x| t.saturating_add(x.1)),

@@ -124,7 +124,15 @@ fn route(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
         SYS_socket => net::socket(s, a, regs),
         SYS_bind | SYS_listen | SYS_getsockname | SYS_getpeername | SYS_setsockopt
         | SYS_getsockopt | SYS_shutdown => net::intercept(s, tid, a, regs).unwrap_or(Out::Pass),
-        SYS_open | SYS_openat => procfs::handle(s, tid, a, regs),
+        SYS_open | SYS_openat => {
+            let flags = a.a[if a.nr == SYS_open { 1 } else { 2 }] as i32;
+            let writes =
+                flags & (libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY | libc::O_RDWR) != 0;
+            match procfs::handle(s, tid, a, regs) {
+                Out::Pass if writes && fs::start_window_open(s) => Out::Exit(regs, Post::Touch),
+                o => o,
+            }
+        }
         SYS_stat | SYS_lstat | SYS_fstat | SYS_newfstatat | SYS_statx | SYS_getdents64 => {
             fs::handle(s, tid, a, regs)
         }
@@ -267,6 +275,12 @@ pub fn on_syscall_exit(s: &mut Supervisor, tid: pid_t) {
             s.continue_running(tid);
         }
         Post::Stat { buf, statx, path } => fs::stat_exit(s, tid, regs, buf, statx, path),
+        Post::Touch => {
+            if (regs.rax as i64) >= 0 {
+                fs::touch_fd(s, tid, regs.rax as i32);
+            }
+            s.continue_running(tid);
+        }
         Post::RestoreArg { index, value } => {
             let mut r = regs;
             sys::set_arg(&mut r, index, value);
