@@ -209,7 +209,7 @@ __attribute__((used)) long shim_stat(long *f) {
     long fd = -1;
     if (nr == NR_FSTAT)
         fd = f[1];
-    else if (nr != NR_STAT && nr != NR_LSTAT && path && path[0] == 0 &&
+    else if (nr != NR_STAT && nr != NR_LSTAT && (!path || path[0] == 0) &&
              ((nr == NR_NEWFSTATAT ? f[4] : f[3]) & AT_EMPTY_PATH))
         fd = f[1];
     if (fd >= 0 && fd <= 2) goto quiet;

@@ -2,7 +2,7 @@
 //! path; see `detrun_shim` and `shim/stat.c`).
 //!
 //! At the exit stop of a trapped `stat`-family call, the site is the 7
-//! bytes before the return address. From its second trap in a process
+//! bytes before the return address. From its third trap in a process
 //! image, a `mov eax, NR; syscall` site gets a stub in a page near it
 //! (mapped by an injected `mmap`) and its `mov` becomes a jump there. The
 //! point at which a site is patched depends only on the program's own calls,
@@ -16,9 +16,10 @@ use detrun_shim as shim;
 use libc::pid_t;
 use std::collections::BTreeMap;
 
-/// Traps from one site before it is patched (a site used once costs more
-/// to patch than to trap).
-const PATCH_AT: u32 = 2;
+/// Traps from one site before it is patched: patching costs ~80 µs (an
+/// injected mmap and two writes), several traps' worth, and the loader's
+/// sites are used twice in a short program and never again.
+const PATCH_AT: u32 = 3;
 
 /// Pages tried for a site's stubs, as offsets from the site's page: within
 /// a rel32 jump, away from the site's own library and heap.
