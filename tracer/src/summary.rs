@@ -55,6 +55,8 @@ pub struct Summary {
     pub fast_stat_calls: u64,
     pub stat_sites_patched: u64,
     pub insn_preemptions: u64,
+    /// Instruction-level points moved past detrun's code in the tracee.
+    pub insn_points_moved: u64,
     pub single_steps: u64,
     pub breakpoint_hits: u64,
     pub scheduling_decisions: u64,
@@ -97,6 +99,8 @@ pub struct Stats {
     pub fast_stat_calls: u64,
     pub stat_sites_patched: u64,
     pub insn_preemptions: u64,
+    /// Instruction-level points moved past detrun's code in the tracee.
+    pub insn_points_moved: u64,
     pub single_steps: u64,
     pub breakpoint_hits: u64,
     pub threads: u64,
@@ -116,6 +120,7 @@ impl Default for Stats {
             fast_stat_calls: 0,
             stat_sites_patched: 0,
             insn_preemptions: 0,
+            insn_points_moved: 0,
             single_steps: 0,
             breakpoint_hits: 0,
             threads: 0,
@@ -179,6 +184,7 @@ impl Stats {
             fast_stat_calls: self.fast_stat_calls,
             stat_sites_patched: self.stat_sites_patched,
             insn_preemptions: self.insn_preemptions,
+            insn_points_moved: self.insn_points_moved,
             single_steps: self.single_steps,
             breakpoint_hits: self.breakpoint_hits,
             hazards: self

@@ -1151,7 +1151,10 @@ impl Supervisor {
         let mut hits = 0u32;
         let mut resume = Resume::Cont(0);
         let mut ended = false;
-        while done < p.steps {
+        // Never stop inside detrun's code in the tracee (it updates the
+        // shared clock and tables, and an int3 there would reach every
+        // process mapping it): step on until out, the same steps every run.
+        while done < p.steps || (done < p.steps.saturating_add(100_000) && self.in_shim(tid)) {
             if self.step(tid).is_err() {
                 return;
             }
@@ -1163,34 +1166,15 @@ impl Supervisor {
                     // An emulated rdtsc/cpuid also counts as one instruction.
                     done += 1;
                     self.stats.single_steps += 1;
+                    if done == p.steps + 1 {
+                        self.stats.insn_points_moved += 1;
+                    }
                 }
                 Some(PointEnd::Gone) => return,
                 Some(PointEnd::At(r)) => {
                     resume = r;
                     ended = true;
                     break;
-                }
-            }
-        }
-        // Never stop inside detrun's code in the tracee: it updates the
-        // shared clock and tables, and an int3 there would reach every
-        // process mapping it. Step out (the same steps every run).
-        while !ended && done < p.steps.saturating_add(100_000) && self.in_shim(tid) {
-            if self.step(tid).is_err() {
-                return;
-            }
-            let Some(st) = self.wait_stop(tid) else {
-                return;
-            };
-            match self.point_stop(tid, st, true) {
-                None => {
-                    done += 1;
-                    self.stats.single_steps += 1;
-                }
-                Some(PointEnd::Gone) => return,
-                Some(PointEnd::At(r)) => {
-                    resume = r;
-                    ended = true;
                 }
             }
         }
