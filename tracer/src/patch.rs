@@ -97,7 +97,7 @@ pub fn after_stat(s: &mut Supervisor, tid: pid_t, regs: &Regs) {
         return;
     };
     // The stub first: the jump is only written once it leads somewhere.
-    if sys::write_mem(tid, stub, &bytes).is_err() || sys::write_mem(tid, site, &jump).is_err() {
+    if sys::write_code(tid, &[(stub, &bytes), (site, &jump)]).is_err() {
         return;
     }
     if let Some(pg) = s.procs[p]

@@ -151,6 +151,19 @@ pub fn write_mem(pid: pid_t, addr: u64, data: &[u8]) -> io::Result<()> {
     write_mem_proc(pid, addr, data)
 }
 
+/// Write several pieces of code (read-only pages: through /proc/PID/mem,
+/// opened once).
+pub fn write_code(pid: pid_t, pieces: &[(u64, &[u8])]) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/proc/{pid}/mem"))?;
+    for (addr, data) in pieces {
+        f.write_all_at(data, *addr)?;
+    }
+    Ok(())
+}
+
 fn write_mem_proc(pid: pid_t, addr: u64, data: &[u8]) -> io::Result<()> {
     use std::os::unix::fs::FileExt;
     let f = std::fs::OpenOptions::new()

@@ -391,7 +391,6 @@ fn patch(tid: pid_t, base: u64) -> bool {
         return false;
     }
     // A failure leaves the vDSO half patched: the caller hides it.
-    patches
-        .iter()
-        .all(|(addr, code)| sys::write_mem(tid, *addr, code).is_ok())
+    let pieces: Vec<(u64, &[u8])> = patches.iter().map(|(a, c)| (*a, c.as_slice())).collect();
+    sys::write_code(tid, &pieces).is_ok()
 }
