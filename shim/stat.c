@@ -223,8 +223,9 @@ __attribute__((used)) long shim_stat(long *f) {
         b = rd64(buf + 80) * 1000000000UL + rd32(buf + 88);
     } else {
         u64 d = rd64(buf);
-        u64 major = ((d >> 8) & 0xfff) | ((d >> 32) & ~0xfffUL);
-        u64 minor = (d & 0xff) | ((d >> 12) & ~0xffUL);
+        /* glibc's (and the libc crate's) major() and minor(). */
+        u64 major = ((d >> 8) & 0xfff) | ((d >> 32) & 0xfffff000UL);
+        u64 minor = (d & 0xff) | ((d >> 12) & 0xffffff00UL);
         dev = major << 32 | minor;
         ino = rd64(buf + 8);
         m = rd64(buf + 88) * 1000000000UL + rd64(buf + 96);

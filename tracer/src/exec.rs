@@ -93,18 +93,17 @@ fn finish_syscall(tid: pid_t) -> std::io::Result<()> {
 /// walked word by word; one syscall per word cost ~0.1 ms per exec).
 struct PageReader {
     tid: pid_t,
-    page: u64,
+    /// The page in `buf`, once read.
+    page: Option<u64>,
     buf: [u8; 4096],
-    valid: bool,
 }
 
 impl PageReader {
     fn new(tid: pid_t) -> PageReader {
         PageReader {
             tid,
-            page: 0,
+            page: None,
             buf: [0; 4096],
-            valid: false,
         }
     }
 
@@ -114,11 +113,10 @@ impl PageReader {
         if off > 4096 - 8 {
             return sys::read_u64(self.tid, a);
         }
-        if !self.valid || self.page != page {
-            self.valid = false;
+        if self.page != Some(page) {
+            self.page = None;
             sys::read_mem(self.tid, page, &mut self.buf)?;
-            self.page = page;
-            self.valid = true;
+            self.page = Some(page);
         }
         Ok(u64::from_ne_bytes(
             self.buf[off..off + 8].try_into().unwrap_or([0; 8]),

@@ -110,9 +110,7 @@ pub fn touch_fd(s: &mut Supervisor, tid: pid_t, fd: i32) {
 /// A `st_dev` as one number, major << 32 | minor: the form `statx` gives,
 /// so that both calls number a file alike.
 pub fn dev_key(st_dev: u64) -> u64 {
-    let major = ((st_dev >> 8) & 0xfff) | ((st_dev >> 32) & !0xfff);
-    let minor = (st_dev & 0xff) | ((st_dev >> 12) & !0xff);
-    (major << 32) | minor
+    ((libc::major(st_dev) as u64) << 32) | libc::minor(st_dev) as u64
 }
 
 /// Virtual device number, shared with the stat code in the tracees.
