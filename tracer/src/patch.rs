@@ -42,9 +42,11 @@ pub struct Patches {
 }
 
 impl Patches {
-    /// Is `rip` in one of the stub pages?
-    pub fn in_stub(&self, rip: u64) -> bool {
-        self.pages.iter().any(|&(p, _)| rip >= p && rip < p + 4096)
+    /// Is `rip` in detrun's code in this image: the shared file's code or
+    /// a stub page?
+    pub fn is_ours(&self, rip: u64) -> bool {
+        let file = shim::DATA_ADDR..shim::DATA_ADDR + shim::FILE_SIZE as u64;
+        file.contains(&rip) || self.pages.iter().any(|&(p, _)| rip >= p && rip < p + 4096)
     }
 }
 
@@ -64,8 +66,7 @@ pub fn after_stat(s: &mut Supervisor, tid: pid_t, regs: &Regs) {
     let pi = &s.procs[p];
     let insn = pi.syscall_insn;
     let site = regs.rip.wrapping_sub(7);
-    let file = shim::DATA_ADDR..shim::DATA_ADDR + shim::FILE_SIZE as u64;
-    if file.contains(&regs.rip) || pi.patch.in_stub(regs.rip) {
+    if pi.patch.is_ours(regs.rip) {
         return; // the stat code's own trapped call
     }
     if !pi.shim_mapped || insn == 0 {

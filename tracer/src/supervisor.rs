@@ -1212,15 +1212,10 @@ impl Supervisor {
     /// Is `tid` executing detrun's code (the shared file's code or a stat
     /// site stub)?
     fn in_shim(&self, tid: pid_t) -> bool {
-        let Ok(r) = sys::get_regs(tid) else {
+        let (Ok(r), Some(t)) = (sys::get_regs(tid), self.threads.get(&tid)) else {
             return false;
         };
-        let file = detrun_shim::DATA_ADDR..detrun_shim::DATA_ADDR + detrun_shim::FILE_SIZE as u64;
-        file.contains(&r.rip)
-            || self
-                .threads
-                .get(&tid)
-                .is_some_and(|t| self.procs[t.proc as usize].patch.in_stub(r.rip))
+        self.procs[t.proc as usize].patch.is_ours(r.rip)
     }
 
     /// Let `tid` run until the instruction at its current address has
