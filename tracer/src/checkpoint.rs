@@ -450,6 +450,18 @@ impl Inj {
     fn done(self) {
         let _ = self.ret(libc::SYS_munmap, [self.scratch, SCRATCH as u64, 0, 0, 0, 0]);
     }
+
+    /// Open `path` in the process with `flags`; `what` names it in errors.
+    fn open(&self, what: &str, path: &[u8], flags: i32) -> Result<i32, String> {
+        let mut b = path.to_vec();
+        b.push(0);
+        let a = self.put(0, &b)?;
+        let fd = self.ret(
+            libc::SYS_openat,
+            [libc::AT_FDCWD as u64, a, flags as u64, 0, 0, 0],
+        )?;
+        Ok(check(what, fd)? as i32)
+    }
 }
 
 const SCRATCH: usize = 16384;
@@ -1090,8 +1102,7 @@ impl Supervisor {
                                 }
                             }
                             FdKind::File { flags, pos } => {
-                                let path = format!("/proc/self/fd/{}\0", f.fd);
-                                let a = inj.put(0, path.as_bytes())?;
+                                let path = format!("/proc/self/fd/{}", f.fd);
                                 let keep = libc::O_ACCMODE
                                     | libc::O_APPEND
                                     | libc::O_NONBLOCK
@@ -1100,13 +1111,7 @@ impl Supervisor {
                                     | libc::O_PATH
                                     | libc::O_DIRECT;
                                 let fl = (flags & keep) | libc::O_CLOEXEC;
-                                let x = check(
-                                    "reopen",
-                                    inj.ret(
-                                        libc::SYS_openat,
-                                        [libc::AT_FDCWD as u64, a, fl as u64, 0, 0, 0],
-                                    )?,
-                                )? as i32;
+                                let x = inj.open("reopen", path.as_bytes(), fl)?;
                                 if flags & libc::O_PATH == 0 {
                                     inj.ret(libc::SYS_lseek, [x as u64, *pos, 0, 0, 0, 0])?;
                                 }
@@ -1117,17 +1122,12 @@ impl Supervisor {
                                 let path = capture
                                     .map(|c| c[*n as usize - 1].clone())
                                     .ok_or("captured output without capture files")?;
-                                let mut b = path.as_os_str().as_encoded_bytes().to_vec();
-                                b.push(0);
-                                let a = inj.put(0, &b)?;
                                 let fl = libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC;
-                                let x = check(
+                                let x = inj.open(
                                     "open capture file",
-                                    inj.ret(
-                                        libc::SYS_openat,
-                                        [libc::AT_FDCWD as u64, a, fl as u64, 0, 0, 0],
-                                    )?,
-                                )? as i32;
+                                    path.as_os_str().as_encoded_bytes(),
+                                    fl,
+                                )?;
                                 temps[pi].push(x);
                                 x
                             }
