@@ -419,6 +419,87 @@ fn the_guest_has_a_network_namespace_of_its_own() {
     );
 }
 
+/// A listener on an abstract AF_UNIX name in the host's network namespace
+/// (the test's own): a guest socket inside the run's namespace cannot reach
+/// it, and may bind the same name.
+fn host_listener(tag: &str) -> (std::os::unix::net::UnixListener, String) {
+    use std::os::linux::net::SocketAddrExt;
+    let name = format!("detrun-netns-{tag}-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).expect("name");
+    let l = std::os::unix::net::UnixListener::bind_addr(&addr).expect("abstract listener");
+    l.set_nonblocking(true).expect("nonblocking");
+    (l, name)
+}
+
+fn summary_of(args: &[&str], name: &str) -> (Output, serde_json::Value) {
+    let json = scratch_dir("net", name).join("s.json");
+    let mut a = vec!["--summary-json", path_str(&json)];
+    a.extend_from_slice(args);
+    let o = detrun(&a);
+    let v = std::fs::read_to_string(&json)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(serde_json::Value::Null);
+    (o, v)
+}
+
+/// The run's network namespace is made at the first socket (it costs
+/// ~0.8 ms, and most programs make none), yet threads and processes that
+/// existed before it, or that dropped root first, make their sockets inside
+/// it: none reaches the host's listener, a socketpair end binds the host's
+/// name, /proc/…/net shows only `lo`; the same output twice, under load.
+#[test]
+fn the_network_namespace_is_made_late_but_holds_every_socket() {
+    let bin = build_c("netns_late", false);
+    let bin = path_str(&bin);
+    let (none, v) = summary_of(&["--", "sh", "-c", "true"], "netns-none");
+    assert_eq!(code(&none), 0, "{}", show(&none));
+    assert_eq!(v["net_namespace"], false, "made without a socket: {v}");
+    let _hog = Hog::start();
+    let cases: &[(&str, &[&str], u64)] = &[
+        (
+            "threads",
+            &["main: connect: refused", "thread: connect: refused"],
+            2,
+        ),
+        (
+            "fork",
+            &[
+                "parent: connect: refused",
+                "child: connect: refused",
+                "child exited 0",
+            ],
+            2,
+        ),
+        ("setuid", &["nobody: connect: refused"], 1),
+        ("socketpair", &["bind: ok"], 1),
+        ("proc", &["thread: 1 interface(s)"], 1),
+    ];
+    for (mode, want, joins) in cases {
+        let (l, name) = host_listener(mode);
+        let args = ["--seed", "3", "--", bin, mode, &name];
+        let first = same_runs(2, &args, &format!("netns_late {mode}"));
+        let (o, v) = summary_of(&args, &format!("netns-{mode}"));
+        assert_same(&first, &o, &format!("netns_late {mode} with a summary"));
+        let out = stdout(&o);
+        for w in *want {
+            assert!(
+                out.lines().any(|x| x == *w),
+                "{mode}: no `{w}`:
+{}",
+                show(&o)
+            );
+        }
+        assert_eq!(v["net_namespace"], true, "{mode}: {v}");
+        assert_eq!(v["net_joins"].as_u64(), Some(*joins), "{mode}: {v}");
+        assert_eq!(v["hazards"], serde_json::json!([]), "{mode}: {v}");
+        assert!(
+            l.accept().is_err(),
+            "{mode}: a guest socket reached the host's listener"
+        );
+    }
+}
+
 /// A guest waiting on a virtual socket that nothing in the sandbox will
 /// write to is a deadlock (exit 123, the call named), not an external wait.
 #[test]

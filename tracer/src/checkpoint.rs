@@ -329,6 +329,8 @@ pub struct InjOut {
     pub ret: i64,
     /// The new thread or process of a clone/fork.
     pub child: Option<pid_t>,
+    /// Signals that arrived meanwhile and were held back (bit n-1: signal n).
+    pub held: u64,
 }
 
 /// Run one syscall in stopped thread `tid` through the `syscall`
@@ -396,7 +398,9 @@ fn run_injected(
             {
                 return Err(format!("no syscall instruction at {insn:#x} in {tid}"));
             }
-            // Anything else (a signal arriving at the frozen process): drop it.
+            // A signal arriving meanwhile: held back, for the caller to
+            // raise again if the thread goes on.
+            (sig, 0) if (1..=64).contains(&sig) => out.held |= 1 << (sig - 1),
             _ => {}
         }
     }
@@ -1370,6 +1374,7 @@ fn tracee_from(tid: pid_t, t: &ThreadSnap, nstid: pid_t) -> Tracee {
         wcont: t.wcont,
         io: Vec::new(),
         io_restore: t.io.clone(),
+        again: false,
         wait_mask: t.wait_mask,
         parked_nr: t.parked_nr,
         vtid: t.vtid,

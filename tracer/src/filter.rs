@@ -261,6 +261,17 @@ const NET: &[i64] = &[
     libc::SYS_getsockopt,
 ];
 
+/// Calls that trap only so that the thread can join the run's network
+/// namespace first (it is made late: see `netns.rs`): socket creation, and
+/// the calls that drop the privilege `setns` needs.
+pub const JOIN_NET: &[i64] = &[
+    libc::SYS_socketpair,
+    libc::SYS_setuid,
+    libc::SYS_setreuid,
+    libc::SYS_setresuid,
+    libc::SYS_capset,
+];
+
 const BPF_LD_W_ABS: u16 = 0x20;
 const BPF_JA: u16 = 0x05;
 const BPF_JEQ_K: u16 = 0x15;
@@ -349,30 +360,47 @@ fn with_tree(allowed: &[u32], ip: Option<u64>, rest: BpfProgram) -> BpfProgram {
 /// Build the BPF program. Built once in the supervisor, before fork.
 /// `allow_ip`: the end of the stat code's syscall instruction, whose calls
 /// pass (the stat fast path).
+/// `join_net`: every socket creation traps ([`JOIN_NET`]), so that threads
+/// join a network namespace made after they started.
 pub fn build(
     fs_virtual: bool,
     net_virtual: bool,
+    join_net: bool,
     allow_ip: Option<u64>,
 ) -> Result<BpfProgram, String> {
-    build_with(fs_virtual, net_virtual, true, allow_ip)
+    build_with(fs_virtual, net_virtual, join_net, true, allow_ip)
 }
 
 fn build_with(
     fs_virtual: bool,
     net_virtual: bool,
+    join_net: bool,
     tree: bool,
     allow_ip: Option<u64>,
 ) -> Result<BpfProgram, String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    // socket: local domains run as they are; AF_INET/AF_INET6 trap so that
-    // the use of the host's network is reported.
-    rules.insert(
-        libc::SYS_socket,
-        vec![rule(vec![
-            cond(0, Len::Dword, Op::Ne, libc::AF_INET as u64),
-            cond(0, Len::Dword, Op::Ne, libc::AF_INET6 as u64),
-        ])],
-    );
+    if join_net {
+        // unshare: a new user namespace loses the right to join ours.
+        rules.insert(
+            libc::SYS_unshare,
+            vec![rule(vec![cond(
+                0,
+                Len::Dword,
+                Op::MaskedEq(libc::CLONE_NEWUSER as u64),
+                0,
+            )])],
+        );
+    } else {
+        // socket: local domains run as they are; AF_INET/AF_INET6 trap so
+        // that the use of the host's network is reported.
+        rules.insert(
+            libc::SYS_socket,
+            vec![rule(vec![
+                cond(0, Len::Dword, Op::Ne, libc::AF_INET as u64),
+                cond(0, Len::Dword, Op::Ne, libc::AF_INET6 as u64),
+            ])],
+        );
+    }
     // fcntl: everything but the blocking lock commands.
     rules.insert(
         libc::SYS_fcntl,
@@ -416,7 +444,9 @@ fn build_with(
     );
     let mut allowed: Vec<u32> = Vec::new();
     for &nr in ALLOW {
-        let traps = (fs_virtual && FS_META.contains(&nr)) || (net_virtual && NET.contains(&nr));
+        let traps = (fs_virtual && FS_META.contains(&nr))
+            || (net_virtual && NET.contains(&nr))
+            || (join_net && JOIN_NET.contains(&nr));
         if traps || rules.contains_key(&nr) {
             continue;
         }
@@ -468,7 +498,7 @@ mod tests {
 
     #[test]
     fn filter_builds() {
-        let p = build(true, true, None).expect("filter");
+        let p = build(true, true, true, None).expect("filter");
         assert!(p.len() > 50 && p.len() < 4096, "{} instructions", p.len());
     }
 
@@ -477,13 +507,18 @@ mod tests {
     /// hit each conditional rule both ways.
     #[test]
     fn tree_matches_linear_program() {
-        for (fs, net) in [(true, true), (false, false), (true, false)] {
-            let tree = build_with(fs, net, true, None).expect("tree");
-            let linear = build_with(fs, net, false, None).expect("linear");
+        for (fs, net, join) in [
+            (true, true, true),
+            (true, true, false),
+            (false, false, false),
+            (true, false, false),
+        ] {
+            let tree = build_with(fs, net, join, true, None).expect("tree");
+            let linear = build_with(fs, net, join, false, None).expect("linear");
             let (mut allowed, mut longest) = (0, 0);
             for nr in (0..=500u32).chain([0x4000_0000, 0x4000_0001, u32::MAX]) {
                 for arch in [AUDIT_ARCH_X86_64, 0x4000_0003] {
-                    for a0 in [0u32, 1, 2, 10, 26, 0x1012, 0x40, 0xffff_ffff] {
+                    for a0 in [0u32, 1, 2, 10, 26, 0x1012, 0x40, 0x1002_0000, 0xffff_ffff] {
                         let mut d = [0u32; 16];
                         d[0] = nr;
                         d[1] = arch;
@@ -502,12 +537,43 @@ mod tests {
         }
     }
 
+    /// With a late network namespace, every socket creation and the
+    /// privilege drops trap; without, local sockets run.
+    #[test]
+    fn join_net_traps_socket_creation_and_privilege_drops() {
+        let verdict = |p: &[sock_filter], nr: i64, a0: u32| {
+            let mut d = [0u32; 16];
+            d[0] = nr as u32;
+            d[1] = AUDIT_ARCH_X86_64;
+            d[4] = a0;
+            run(p, &d).0 == RET_ALLOW
+        };
+        let join = build(true, true, true, None).expect("filter");
+        let plain = build(true, true, false, None).expect("filter");
+        let unix = libc::AF_UNIX as u32;
+        assert!(!verdict(&join, libc::SYS_socket, unix));
+        assert!(verdict(&plain, libc::SYS_socket, unix));
+        assert!(!verdict(&plain, libc::SYS_socket, libc::AF_INET as u32));
+        for &nr in JOIN_NET {
+            assert!(!verdict(&join, nr, 0), "{nr} traps");
+            assert!(verdict(&plain, nr, 0), "{nr} runs");
+        }
+        let newuser = libc::CLONE_NEWUSER as u32;
+        assert!(!verdict(
+            &join,
+            libc::SYS_unshare,
+            newuser | libc::CLONE_NEWNS as u32
+        ));
+        assert!(verdict(&join, libc::SYS_unshare, libc::CLONE_NEWNS as u32));
+        assert!(verdict(&plain, libc::SYS_unshare, newuser));
+    }
+
     /// Calls from the stat code's instruction pass; the same call from
     /// anywhere else traps.
     #[test]
     fn the_stat_code_instruction_passes() {
         let ip = 0x7e00_0006_2084u64;
-        let p = build(true, true, Some(ip)).expect("filter");
+        let p = build(true, true, true, Some(ip)).expect("filter");
         let mut d = [0u32; 16];
         d[0] = libc::SYS_statx as u32;
         d[1] = AUDIT_ARCH_X86_64;

@@ -10,6 +10,7 @@ pub mod exec;
 pub mod filter;
 pub mod handlers;
 pub mod net;
+pub mod netns;
 pub mod patch;
 pub mod schedule;
 pub mod selftime;

@@ -62,6 +62,10 @@ pub struct Summary {
     pub scheduling_decisions: u64,
     pub context_switches: u64,
     pub namespaces: bool,
+    /// The run's network namespace was made (at the first socket), and how
+    /// many threads joined it then.
+    pub net_namespace: bool,
+    pub net_joins: u64,
     pub hazards: Vec<Hazard>,
     /// Facts that make results machine-specific but not run-specific.
     pub notes: Vec<String>,

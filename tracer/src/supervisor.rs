@@ -188,6 +188,8 @@ pub struct Tracee {
     /// namespace TID (they differ in copy mode).
     pub vtid: pid_t,
     pub nstid: pid_t,
+    /// Its next seccomp stop repeats a call that was an event already.
+    pub again: bool,
 }
 
 #[derive(Clone)]
@@ -360,6 +362,8 @@ pub struct Supervisor {
     pub dirs: BTreeMap<(u64, u64), Vec<crate::handlers::fs::Dirent>>,
     /// The kernel side of the virtual network.
     pub net: crate::net::NetKernel,
+    /// The run's network namespace, made when first needed.
+    pub late_net: Option<crate::netns::LateNet>,
     /// The page the time fast path answers from (None: time calls trap).
     pub clock_page: Option<crate::vdso::ClockPage>,
     /// The running set is a copy from a checkpoint (see `handlers::vpid`).
@@ -440,6 +444,7 @@ impl Supervisor {
             deadlock: None,
             shutting_down: false,
             namespaces: false,
+            late_net: None,
             kernel_retry: false,
             cpuid_faulting: faulting,
             in_kernel: BTreeMap::new(),
@@ -486,6 +491,7 @@ impl Supervisor {
         let bpf = crate::filter::build(
             self.cfg.fs_virtual,
             !self.cfg.net_host,
+            !self.cfg.net_host && self.cfg.namespaces,
             fast_stat.then_some(detrun_shim::RAW_SYSCALL_END),
         )
         .map_err(std::io::Error::other)?;
@@ -503,7 +509,7 @@ impl Supervisor {
                 p.enable_stat(&self.fsv, self.cfg.py_real_times);
             }
         }
-        let sp = crate::spawn::spawn(&self.cfg, &bpf)?;
+        let mut sp = crate::spawn::spawn(&self.cfg, &bpf)?;
         self.namespaces = sp.namespaces;
         if !sp.namespaces {
             self.stats
@@ -518,10 +524,12 @@ impl Supervisor {
         if !self.cpuid_faulting {
             self.stats.note("cpuid", crate::exec::NO_CPUID_FAULTING);
         }
-        let joined = !self.cfg.net_host && sp.namespaces && self.net.join(sp.guest);
-        if !self.cfg.net_host && !joined {
+        match sp.take_net_request() {
+            // Made at the first need (netns.rs).
+            Some(req) => self.late_net = Some(crate::netns::LateNet::new(req)),
             // No network namespace of its own: names unique to this run.
-            self.net = crate::net::NetKernel::new(Some(run_nonce()));
+            None if !self.cfg.net_host => self.net = crate::net::NetKernel::new(Some(run_nonce())),
+            None => {}
         }
         sys::seize(sp.guest, OPTIONS)?;
         self.track_ids = self.cfg.branch.as_ref().is_some_and(|b| b.checkpoint);
@@ -598,6 +606,10 @@ impl Supervisor {
         sum.scheduling_decisions = self.world.decisions;
         sum.context_switches = self.world.switches;
         sum.namespaces = self.namespaces;
+        if let Some(l) = &self.late_net {
+            sum.net_namespace = l.made == Some(true);
+            sum.net_joins = l.joins;
+        }
         sum.deadlock = self.deadlock.clone();
         // SAFETY: getrusage into a local struct.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -698,6 +710,7 @@ impl Supervisor {
                 wait_mask: None,
                 parked_nr: -1,
                 io_restore: Vec::new(),
+                again: false,
                 vtid,
                 nstid: vtid,
             },
@@ -1586,9 +1599,13 @@ impl Supervisor {
         {
             return;
         }
-        let Some(t) = self.threads.get(&tid) else {
+        if crate::netns::before_call(self, tid, &regs) {
+            return;
+        }
+        let Some(t) = self.threads.get_mut(&tid) else {
             return;
         };
+        let redo = redo || std::mem::take(&mut t.again);
         let vt = t.vt;
         let expired = self.world.tick(vt);
         if let Some(limit) = self.cfg.virtual_timeout_ns {
@@ -2217,7 +2234,7 @@ fn cpuid_faulting_supported() -> bool {
 
 /// A value unique to this run among concurrent ones (never seen by the
 /// guest: it only keeps abstract socket names apart).
-fn run_nonce() -> u64 {
+pub(crate) fn run_nonce() -> u64 {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);

@@ -73,6 +73,8 @@ pub enum Out {
     Yield(i64),
     /// The handler resumed or parked the thread itself.
     Done,
+    /// The thread was resumed to make the call again (not a second event).
+    Again,
 }
 
 /// Handle the syscall the running thread `tid` stopped at.
@@ -85,7 +87,7 @@ pub fn dispatch(s: &mut Supervisor, tid: pid_t, regs: Regs) {
     }
     s.pump_net();
     let out = route(s, tid, &a, regs);
-    if s.trace.is_some() {
+    if s.trace.is_some() && !matches!(out, Out::Again) {
         trace_event(s, tid, &a, &out);
     }
     apply(s, tid, a.nr, out, regs);
@@ -246,6 +248,11 @@ fn apply(s: &mut Supervisor, tid: pid_t, nr: i64, out: Out, mut regs: Regs) {
             s.yield_running(tid, crate::supervisor::Resume::Cont(0));
         }
         Out::Done => {}
+        Out::Again => {
+            if let Some(t) = s.threads.get_mut(&tid) {
+                t.again = true;
+            }
+        }
     }
 }
 

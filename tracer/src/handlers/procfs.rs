@@ -79,6 +79,10 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
     let Ok(path) = std::str::from_utf8(&raw) else {
         return Out::Pass;
     };
+    // What /proc/…/net shows is the opener's network namespace.
+    if crate::netns::is_proc_net(path) && crate::netns::join(s, tid, &regs) {
+        return Out::Again;
+    }
     let Some((who, file)) = parse(path) else {
         return Out::Pass;
     };
