@@ -9,6 +9,7 @@
  *   threads     a thread started before any socket connects after main did
  *   fork        a child forked before any socket connects
  *   setuid      the process drops root first, then connects
+ *   userns      the process enters a new user namespace first, then connects
  *   socketpair  a socketpair end is bound to NAME
  *   proc        a thread started first reads /proc/thread-self/net/dev
  */
@@ -16,6 +17,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +124,12 @@ int main(int argc, char **argv) {
             return 1;
         }
         try_connect("nobody");
+    } else if (!strcmp(mode, "userns")) {
+        if (unshare(CLONE_NEWUSER) != 0) {
+            printf("unshare: %s\n", strerror(errno));
+            return 1;
+        }
+        try_connect("userns");
     } else if (!strcmp(mode, "socketpair")) {
         int sv[2];
         if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {

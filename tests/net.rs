@@ -472,6 +472,7 @@ fn the_network_namespace_is_made_late_but_holds_every_socket() {
             2,
         ),
         ("setuid", &["nobody: connect: refused"], 1),
+        ("userns", &["userns: connect: refused"], 1),
         ("socketpair", &["bind: ok"], 1),
         ("proc", &["thread: 1 interface(s)"], 1),
     ];
