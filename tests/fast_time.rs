@@ -186,3 +186,26 @@ fn preemption_points_are_moved_out_of_the_stubs() {
     }
     assert!(moved > 0, "no point fell inside the stubs in 24 seeds");
 }
+
+/// An `rdtsc` site of the usual form (`rdtsc; shl rdx, 32; or rax, rdx`)
+/// is patched at its third fault: later reads come from the clock page, and
+/// give the values trapped reads give, dynamic and static. (Fewer reads
+/// than a scheduling quantum: trapped ones are events, patched ones not.)
+#[test]
+fn rdtsc_sites_are_answered_in_the_tracee() {
+    for static_ in [false, true] {
+        let bin = build_c("fast_time", static_);
+        let g = path_str(&bin);
+        let (fast, s) = summary(&["--", g, "rdtsc", "2000"], "rdtsc");
+        let (slow, t) = summary(&["--no-fast-time", "--", g, "rdtsc", "2000"], "rdtsc-slow");
+        assert_eq!(fast, slow, "patched and trapped reads differ");
+        assert!(
+            fast.contains("tsc delta ") && fast.contains("not increasing 0\noutside the clock 0\n"),
+            "{fast}"
+        );
+        assert_eq!(s["rdtsc_sites_patched"].as_u64(), Some(1), "{s}");
+        let trapped = s["rdtsc"].as_u64().unwrap_or(u64::MAX);
+        assert!(trapped < 20, "{trapped} reads still trapped: {s}");
+        assert!(t["rdtsc"].as_u64().unwrap_or(0) > 2000, "{t}");
+    }
+}

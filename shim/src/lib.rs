@@ -194,6 +194,53 @@ pub fn is_site(code: &[u8; 7], nr: u32) -> bool {
     code[0] == 0xb8 && code[1..5] == nr.to_le_bytes() && code[5..7] == [0x0f, 0x05]
 }
 
+/// Is `code`, at a faulting `rdtsc`, the usual 64-bit read: `rdtsc;
+/// shl rdx, 32; or rax, rdx` (or `add rax, rdx`, Go's), 9 bytes?
+pub fn is_rdtsc_site(code: &[u8; 9]) -> bool {
+    code[..6] == [0x0f, 0x31, 0x48, 0xc1, 0xe2, 0x20]
+        && (code[6..] == [0x48, 0x09, 0xd0] || code[6..] == [0x48, 0x01, 0xd0])
+}
+
+/// A stub at `at` for the rdtsc site `code` at `site`: the virtual TSC
+/// (2 GHz, twice the monotonic nanoseconds) from the clock page, charged
+/// like a time call, through rdx alone (rdtsc's own output: no stack, no
+/// red zone); when the clock would reach LIMIT, the real `rdtsc`, which
+/// faults and is answered by the supervisor. Either way the site's own
+/// `shl`/`or` finish, so registers and flags are what the site would give.
+/// None: out of a rel32 jump's reach.
+pub fn rdtsc_stub(at: u64, site: u64, code: &[u8; 9]) -> Option<Vec<u8>> {
+    let mut v = vec![0x48, 0xba]; // movabs rdx, PAGE
+    v.extend_from_slice(&DATA_ADDR.to_le_bytes());
+    v.extend_from_slice(&[
+        0x48, 0x8b, 0x02, // mov rax, [rdx]          (MONO)
+        0x48, 0x03, 0x42, 0x08, // add rax, [rdx + 8]   (COST)
+        0x48, 0x3b, 0x42, 0x10, // cmp rax, [rdx + 16]  (LIMIT)
+        0x73, 0x1f, // jae slow
+        0x48, 0x89, 0x02, // mov [rdx], rax
+        0x48, 0xff, 0x42, 0x20, // inc qword [rdx + 32] (CALLS)
+        0x48, 0x01, 0xc0, // add rax, rax            (2 GHz)
+        0x48, 0x89, 0xc2, // mov rdx, rax
+        0x48, 0xc1, 0xea, 0x20, // shr rdx, 32
+        0x89, 0xc0, // mov eax, eax
+    ]);
+    let tail = v.len();
+    v.extend_from_slice(&code[2..]); // tail: the site's shl; or/add
+    let next = at + v.len() as u64 + 5;
+    let rel = i32::try_from((site + 9) as i64 - next as i64).ok()?;
+    v.push(0xe9); // jmp site+9
+    v.extend_from_slice(&rel.to_le_bytes());
+    v.extend_from_slice(&[0x0f, 0x31]); // slow: rdtsc (traps)
+    let back = tail as i64 - (v.len() + 2) as i64;
+    v.extend_from_slice(&[0xeb, back as i8 as u8]); // jmp tail
+    Some(v)
+}
+
+/// The 9 bytes that replace an rdtsc site: `jmp stub` and a 4-byte nop.
+pub fn rdtsc_jump(site: u64, stub: u64) -> Option<[u8; 9]> {
+    let j = site_jump(site, stub)?;
+    Some([j[0], j[1], j[2], j[3], j[4], 0x0f, 0x1f, 0x40, 0x00])
+}
+
 /// `movabs r11, target; jmp r11` (13 bytes): a vDSO entry to a stub.
 pub fn jump_to(target: u64) -> Vec<u8> {
     let mut v = vec![0x49, 0xbb];
@@ -235,6 +282,31 @@ mod tests {
         assert!(is_site(&[0xb8, 0x4c, 1, 0, 0, 0x0f, 0x05], 332));
         assert!(!is_site(&[0xb8, 0x4c, 1, 0, 0, 0x0f, 0x05], 262));
         assert!(ino_slot(1, 2) < TABLE_ENTRIES && ino_slot(u64::MAX, u64::MAX) < TABLE_ENTRIES);
+    }
+
+    #[test]
+    fn rdtsc_stub_fits_and_comes_back() {
+        let or = [0x0f, 0x31, 0x48, 0xc1, 0xe2, 0x20, 0x48, 0x09, 0xd0];
+        let add = [0x0f, 0x31, 0x48, 0xc1, 0xe2, 0x20, 0x48, 0x01, 0xd0];
+        assert!(is_rdtsc_site(&or) && is_rdtsc_site(&add));
+        assert!(!is_rdtsc_site(&[
+            0x0f, 0x31, 0x48, 0xc1, 0xe2, 0x20, 0x48, 0x89, 0xd0
+        ]));
+        let site = 0x7fff_f7e0_1000u64;
+        let at = site - (1 << 30);
+        let s = rdtsc_stub(at, site, &or).expect("in reach");
+        assert!(s.len() as u64 <= STUB_SIZE, "{} bytes", s.len());
+        assert_eq!(s[2..10], DATA_ADDR.to_le_bytes());
+        // jae lands on the slow path's rdtsc; its jmp lands on the tail.
+        let jae = s.iter().position(|&b| b == 0x73).expect("jae");
+        let slow = jae + 2 + s[jae + 1] as usize;
+        assert_eq!(s[slow..slow + 2], [0x0f, 0x31]);
+        let tail = (slow + 4) as i64 + s[slow + 3] as i8 as i64;
+        assert_eq!(s[tail as usize..tail as usize + 7], or[2..]);
+        let rel = i32::from_le_bytes(s[slow - 4..slow].try_into().unwrap());
+        assert_eq!((at + slow as u64) as i64 + rel as i64, (site + 9) as i64);
+        let j = rdtsc_jump(site, at).expect("in reach");
+        assert_eq!(j[5..], [0x0f, 0x1f, 0x40, 0x00]);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Patching stat call sites to the stat code in the tracee (the stat fast
-//! path; see `detrun_shim` and `shim/stat.c`).
+//! path; see `detrun_shim` and `shim/stat.c`), and `rdtsc` sites to a stub
+//! that reads the clock page (see [`after_rdtsc`]).
 //!
 //! At the exit stop of a trapped `stat`-family call, the site is the 7
 //! bytes before the return address. From its third trap in a process
@@ -101,6 +102,84 @@ pub fn after_stat(s: &mut Supervisor, tid: pid_t, regs: &Regs) {
     if sys::write_code(tid, &[(stub, &bytes), (site, &jump)]).is_err() {
         return;
     }
+    use_slot(s, p, stub);
+    s.stats.stat_sites_patched += 1;
+}
+
+/// At the fault of an `rdtsc` at `regs.rip` (PR_SET_TSC), already counted
+/// as an event: from its `PATCH_AT`th fault, a site that is the whole
+/// 64-bit read ([`shim::is_rdtsc_site`]) jumps to a stub that answers from
+/// the clock page. True: patched, and `regs` now stand after the site as
+/// its three instructions would leave them for `tsc`. Only in a process
+/// with one thread, so that no other thread can be stopped inside the
+/// 9 bytes that become one jump.
+pub fn after_rdtsc(s: &mut Supervisor, tid: pid_t, regs: &mut Regs, tsc: u64) -> bool {
+    let Some(p) = s.threads.get(&tid).map(|t| t.proc as usize) else {
+        return false;
+    };
+    let site = regs.rip;
+    let pi = &s.procs[p];
+    let insn = pi.syscall_insn;
+    if s.clock_page.is_none() || !pi.shim_mapped || insn == 0 || pi.patch.is_ours(site) {
+        return false;
+    }
+    let space = pi.space;
+    let shared = s
+        .procs
+        .iter()
+        .enumerate()
+        .any(|(i, q)| i != p && q.alive && q.space == space);
+    let threads = s
+        .world
+        .threads_of(p as detrun_scheduler::ProcId)
+        .iter()
+        .filter(|&&v| s.world.is_alive(v))
+        .count();
+    if shared || threads != 1 {
+        return false;
+    }
+    let n = s.procs[p].patch.sites.entry(site).or_insert(0);
+    *n += 1;
+    if *n != PATCH_AT {
+        return false;
+    }
+    let mut code = [0u8; 9];
+    if sys::read_mem(tid, site, &mut code).is_err() || !shim::is_rdtsc_site(&code) {
+        return false;
+    }
+    let Some(stub) = stub_slot(s, tid, p, insn, site) else {
+        return false;
+    };
+    let (Some(bytes), Some(jump)) = (
+        shim::rdtsc_stub(stub, site, &code),
+        shim::rdtsc_jump(site, stub),
+    ) else {
+        return false;
+    };
+    if sys::write_code(tid, &[(stub, &bytes), (site, &jump)]).is_err() {
+        return false;
+    }
+    use_slot(s, p, stub);
+    s.stats.rdtsc_sites_patched += 1;
+    // rax = tsc, rdx = its high half in place; flags of the final or/add.
+    regs.rax = tsc;
+    regs.rdx = tsc & !0xffff_ffff;
+    let (cf, pf, af, zf, sf, of) = (1, 1 << 2, 1 << 4, 1 << 6, 1 << 7, 1 << 11);
+    regs.eflags &= !(cf | pf | af | zf | sf | of);
+    if (tsc as u8).count_ones().is_multiple_of(2) {
+        regs.eflags |= pf;
+    }
+    if tsc == 0 {
+        regs.eflags |= zf;
+    }
+    if tsc >> 63 == 1 {
+        regs.eflags |= sf;
+    }
+    regs.rip = site + 9;
+    true
+}
+
+fn use_slot(s: &mut Supervisor, p: usize, stub: u64) {
     if let Some(pg) = s.procs[p]
         .patch
         .pages
@@ -109,7 +188,6 @@ pub fn after_stat(s: &mut Supervisor, tid: pid_t, regs: &Regs) {
     {
         pg.1 += 1;
     }
-    s.stats.stat_sites_patched += 1;
 }
 
 /// A free stub slot within reach of `site`, mapping a new page if needed.

@@ -54,6 +54,9 @@ pub struct Summary {
     /// Stat calls answered inside the tracee, and call sites patched for it.
     pub fast_stat_calls: u64,
     pub stat_sites_patched: u64,
+    /// `rdtsc` sites patched to read the clock page (their reads count as
+    /// fast time calls).
+    pub rdtsc_sites_patched: u64,
     pub insn_preemptions: u64,
     /// Instruction-level points moved past detrun's code in the tracee.
     pub insn_points_moved: u64,
@@ -102,6 +105,9 @@ pub struct Stats {
     pub fast_time_calls: u64,
     pub fast_stat_calls: u64,
     pub stat_sites_patched: u64,
+    /// `rdtsc` sites patched to read the clock page (their reads count as
+    /// fast time calls).
+    pub rdtsc_sites_patched: u64,
     pub insn_preemptions: u64,
     /// Instruction-level points moved past detrun's code in the tracee.
     pub insn_points_moved: u64,
@@ -123,6 +129,7 @@ impl Default for Stats {
             fast_time_calls: 0,
             fast_stat_calls: 0,
             stat_sites_patched: 0,
+            rdtsc_sites_patched: 0,
             insn_preemptions: 0,
             insn_points_moved: 0,
             single_steps: 0,
@@ -187,6 +194,7 @@ impl Stats {
             fast_time_calls: self.fast_time_calls,
             fast_stat_calls: self.fast_stat_calls,
             stat_sites_patched: self.stat_sites_patched,
+            rdtsc_sites_patched: self.rdtsc_sites_patched,
             insn_preemptions: self.insn_preemptions,
             insn_points_moved: self.insn_points_moved,
             single_steps: self.single_steps,

@@ -212,7 +212,9 @@ pub fn emulate_fault(s: &mut Supervisor, tid: pid_t) -> bool {
             let tsc = s.world.clock.tsc();
             r.rax = tsc & 0xffff_ffff;
             r.rdx = tsc >> 32;
-            if insn[1] == 0x01 {
+            if insn[1] == 0x31 && crate::patch::after_rdtsc(s, tid, &mut r, tsc) {
+                // Patched: `r` stands after the whole site.
+            } else if insn[1] == 0x01 {
                 r.rcx = 0; // TSC_AUX: cpu 0
                 r.rip += 3;
             } else {
