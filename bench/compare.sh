@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-5}
-cargo build --release -q
+./scripts/build.sh
 D=$PWD/target/release/detrun
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix=${1:-2000}
 k=${2:-10}
-cargo build --release -q
+./scripts/build.sh
 D=$PWD/target/release/detrun
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

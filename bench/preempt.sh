@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-30}
-cargo build --release -q
+./scripts/build.sh
 D=$PWD/target/release/detrun
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-200000}
-cargo build --release -q
+./scripts/build.sh
 D=$PWD/target/release/detrun
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -29,6 +29,8 @@ python3 -c 'import jsonschema, junitparser' 2>/dev/null || python3 -m pip instal
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --release -- -D warnings
 cargo build --workspace --release
+# detrun itself static, as the README builds it (the tests run this one).
+./scripts/build.sh
 # Integration tests run real programs under ptrace; two at a time keeps a
 # 2-core machine responsive while other tests load the second core.
 cargo test --workspace --release -- --test-threads=2

@@ -30,13 +30,15 @@ pub fn detrun_bin() -> PathBuf {
         let dir = target_dir();
         let bin = dir.join("detrun");
         let release = dir.file_name().is_some_and(|n| n == "release");
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "-q", "-p", "detrun"])
+        // The static build (scripts/build.sh), the one the README gives.
+        let mut cmd = Command::new("bash");
+        cmd.arg(root().join("scripts").join("build.sh"))
+            .env("CARGO", env!("CARGO"))
             .current_dir(root());
-        if release {
-            cmd.arg("--release");
+        if !release {
+            cmd.arg("--debug");
         }
-        let st = cmd.status().expect("cargo build -p detrun");
+        let st = cmd.status().expect("run scripts/build.sh");
         assert!(st.success(), "building detrun failed");
         assert!(bin.exists(), "detrun binary not found at {}", bin.display());
         bin

@@ -481,6 +481,9 @@ pub fn run(cli: &RunArgs, command: &[OsString]) -> Result<i32> {
     Ok(code)
 }
 
+#[global_allocator]
+static ALLOC: detrun_tracer::alloc::Counting = detrun_tracer::alloc::Counting;
+
 fn main() {
     detrun_tracer::supervisor::note_start();
     let args: Vec<OsString> = std::env::args_os().collect();

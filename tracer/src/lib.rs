@@ -3,6 +3,7 @@
 //! exec, instruction emulation (rdtsc, cpuid), and the syscall handlers that
 //! turn each intercepted call into an operation on the world.
 
+pub mod alloc;
 pub mod backtrace;
 pub mod checkpoint;
 pub mod config;

@@ -75,6 +75,8 @@ pub struct Summary {
     pub deadlock: Option<Vec<String>>,
     /// The supervisor's own peak resident memory (the guest's is not counted).
     pub supervisor_max_rss_kb: u64,
+    /// Heap allocations the supervisor made (it makes none per stop).
+    pub supervisor_allocs: u64,
     /// The virtual network's traffic (absent with --net=host or no sockets).
     pub network: Option<NetSummary>,
 }

@@ -616,6 +616,7 @@ impl Supervisor {
         if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } == 0 {
             sum.supervisor_max_rss_kb = ru.ru_maxrss as u64;
         }
+        sum.supervisor_allocs = crate::alloc::count();
         if self.world.net.active() {
             let n = &self.world.net.stats;
             sum.network = Some(crate::summary::NetSummary {
