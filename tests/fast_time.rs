@@ -102,7 +102,8 @@ fn threads_never_see_the_clock_go_back() {
 }
 
 /// No heap allocation per intercepted syscall: the supervisor makes as many
-/// allocations for 11000 trapped clock_gettime calls as for 1000.
+/// allocations for 11000 trapped clock_gettime calls as for 1000, and about
+/// as many for 8 MB through a pipe as for 1 MB.
 #[test]
 fn trapped_calls_allocate_nothing_in_the_supervisor() {
     let bin = build_c("fast_time", false);
@@ -117,6 +118,22 @@ fn trapped_calls_allocate_nothing_in_the_supervisor() {
     let (small, big) = (counts("1000"), counts("11000"));
     assert!(small > 0, "the allocator does not count");
     assert_eq!(small, big, "allocations for 1000 vs 11000 trapped calls");
+
+    // Pipe reads and writes that park and that the supervisor completes:
+    // eight times the bytes, thousands more stops, (almost) no allocation
+    // more (vectors that grow once to the largest size seen).
+    let pipe = |n: &str| {
+        let cmd = format!("head -c {n} /dev/zero | cat > /dev/null");
+        let (_, s) = summary(&["--", "sh", "-c", &cmd], &format!("allocs-pipe-{n}"));
+        let allocs = s["supervisor_allocs"].as_u64().expect("supervisor_allocs");
+        (allocs, s["syscalls_intercepted"].as_u64().unwrap_or(0))
+    };
+    let ((a1, s1), (a8, s8)) = (pipe("1000000"), pipe("8000000"));
+    assert!(s8 > s1 + 2000, "{s1} vs {s8} stops");
+    assert!(
+        a8 <= a1 + 16,
+        "{a1} allocations for 1 MB, {a8} for 8 MB through a pipe"
+    );
 }
 
 /// Instruction-level preemption points never stop a thread inside detrun's

@@ -735,14 +735,24 @@ impl World {
 
     /// Threads parked on a given kind of wait, in creation order.
     pub fn parked(&self, pred: impl Fn(Wait) -> bool) -> Vec<Tid> {
-        self.threads
-            .iter()
-            .enumerate()
-            .filter_map(|(i, th)| match th.state {
-                State::Blocked(w) if pred(w) => Some(i as Tid),
-                _ => None,
-            })
-            .collect()
+        let mut v = Vec::new();
+        self.parked_into(pred, &mut v);
+        v
+    }
+
+    /// [`World::parked`] into `out` (cleared first), for a caller that
+    /// reuses one vector at every stop.
+    pub fn parked_into(&self, pred: impl Fn(Wait) -> bool, out: &mut Vec<Tid>) {
+        out.clear();
+        out.extend(
+            self.threads
+                .iter()
+                .enumerate()
+                .filter_map(|(i, th)| match th.state {
+                    State::Blocked(w) if pred(w) => Some(i as Tid),
+                    _ => None,
+                }),
+        );
     }
 
     // ---- futexes ----

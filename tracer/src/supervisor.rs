@@ -364,6 +364,13 @@ pub struct Supervisor {
     pub net: crate::net::NetKernel,
     /// The run's network namespace, made when first needed.
     pub late_net: Option<crate::netns::LateNet>,
+    /// The buffer through which the supervisor completes large writes.
+    pub io_buf: Vec<u8>,
+    /// The segments of the write being completed (reused).
+    pub io_segs: Vec<(u64, u64)>,
+    /// Reused by `check_io` at every stop.
+    scratch_tids: Vec<Tid>,
+    scratch_pollfds: Vec<libc::pollfd>,
     /// The page the time fast path answers from (None: time calls trap).
     pub clock_page: Option<crate::vdso::ClockPage>,
     /// The running set is a copy from a checkpoint (see `handlers::vpid`).
@@ -445,6 +452,10 @@ impl Supervisor {
             shutting_down: false,
             namespaces: false,
             late_net: None,
+            io_buf: Vec::new(),
+            io_segs: Vec::new(),
+            scratch_tids: Vec::new(),
+            scratch_pollfds: Vec::new(),
             kernel_retry: false,
             cpuid_faulting: faulting,
             in_kernel: BTreeMap::new(),
@@ -1298,8 +1309,11 @@ impl Supervisor {
 
     /// Wake parked threads whose descriptors became ready.
     fn check_io(&mut self) {
-        let parked = self.world.parked(|w| w == Wait::Io);
-        for vt in parked {
+        // Reused vectors: this runs at every stop while a thread waits.
+        let mut parked = std::mem::take(&mut self.scratch_tids);
+        let mut fds = std::mem::take(&mut self.scratch_pollfds);
+        self.world.parked_into(|w| w == Wait::Io, &mut parked);
+        for &vt in &parked {
             let tid = self.vt_tid[vt as usize];
             let Some(t) = self.threads.get(&tid) else {
                 continue;
@@ -1317,20 +1331,20 @@ impl Supervisor {
                 continue;
             }
             use std::os::fd::AsRawFd;
-            let mut fds: Vec<libc::pollfd> =
-                t.io.iter()
-                    .map(|(f, ev)| libc::pollfd {
-                        fd: f.as_raw_fd(),
-                        events: *ev,
-                        revents: 0,
-                    })
-                    .collect();
+            fds.clear();
+            fds.extend(t.io.iter().map(|(f, ev)| libc::pollfd {
+                fd: f.as_raw_fd(),
+                events: *ev,
+                revents: 0,
+            }));
             // SAFETY: polling our own stolen descriptors without blocking.
             let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
             if n > 0 {
                 self.world.wake(vt, WakeReason::Woken);
             }
         }
+        self.scratch_tids = parked;
+        self.scratch_pollfds = fds;
         self.kernel_retry = false;
     }
 

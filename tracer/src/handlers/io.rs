@@ -96,11 +96,21 @@ fn park_on(s: &mut Supervisor, tid: pid_t, fds: Vec<(OwnedFd, i16)>) -> Out {
     Out::Park(Park::Io, Wait::Io, None)
 }
 
+/// Park on one descriptor, in the thread's own list (no allocation: the
+/// list keeps its capacity from park to park).
+fn park_on_one(s: &mut Supervisor, tid: pid_t, f: OwnedFd, events: i16) -> Out {
+    if let Some(t) = s.threads.get_mut(&tid) {
+        t.io.clear();
+        t.io.push((f, events));
+    }
+    Out::Park(Park::Io, Wait::Io, None)
+}
+
 /// Readiness check for a call that reads (`events` = POLLIN) or writes.
 fn simple(s: &mut Supervisor, tid: pid_t, fd: u64, events: i16) -> Out {
     match probe(s, tid, fd, events) {
         Probe::File | Probe::Random | Probe::Ready(_) => Out::Pass,
-        Probe::Block(f) => park_on(s, tid, vec![(f, events)]),
+        Probe::Block(f) => park_on_one(s, tid, f, events),
     }
 }
 
@@ -111,12 +121,12 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, _regs: Regs) -> Out {
         SYS_read => match probe(s, tid, x[0], POLLIN) {
             Probe::Random => Out::Ret(super::misc::fill_random(s, tid, x[1], x[2] as usize)),
             Probe::File | Probe::Ready(_) => Out::Pass,
-            Probe::Block(f) => park_on(s, tid, vec![(f, POLLIN)]),
+            Probe::Block(f) => park_on_one(s, tid, f, POLLIN),
         },
         SYS_readv => match probe(s, tid, x[0], POLLIN) {
             Probe::Random => Out::Ret(readv_random(s, tid, x[1], x[2])),
             Probe::File | Probe::Ready(_) => Out::Pass,
-            Probe::Block(f) => park_on(s, tid, vec![(f, POLLIN)]),
+            Probe::Block(f) => park_on_one(s, tid, f, POLLIN),
         },
         SYS_recvfrom | SYS_recvmsg | SYS_recvmmsg => {
             let flags = if a.nr == SYS_recvfrom { x[3] } else { x[2] };
@@ -248,34 +258,46 @@ fn readv_random(s: &mut Supervisor, tid: pid_t, iov: u64, cnt: u64) -> i64 {
     total
 }
 
-/// The (base, len) segments of a write or writev, skipping `skip` bytes.
-fn segments(tid: pid_t, nr: i64, a: &[u64; 6], skip: u64) -> Result<Vec<(u64, u64)>, i64> {
-    let mut segs = Vec::new();
-    if nr == libc::SYS_writev {
-        if a[2] > 1024 {
-            return Err(EINVAL);
-        }
-        let mut raw = vec![0u8; a[2] as usize * 16];
-        sys::read_mem(tid, a[1], &mut raw).map_err(|_| EFAULT)?;
-        for c in raw.chunks_exact(16) {
-            let base = u64::from_ne_bytes(c[..8].try_into().unwrap_or([0; 8]));
-            let len = u64::from_ne_bytes(c[8..].try_into().unwrap_or([0; 8]));
-            segs.push((base, len));
-        }
-    } else {
-        segs.push((a[1], a[2]));
-    }
+/// The (base, len) segments of a write or writev, skipping `skip` bytes,
+/// into `out` (reused: no allocation per call).
+fn segments(
+    tid: pid_t,
+    nr: i64,
+    a: &[u64; 6],
+    skip: u64,
+    out: &mut Vec<(u64, u64)>,
+) -> Result<(), i64> {
+    out.clear();
     let mut skip = skip;
-    let mut out = Vec::with_capacity(segs.len());
-    for (b, l) in segs {
+    let mut add = |b: u64, l: u64| {
         if skip >= l {
             skip -= l;
-            continue;
+        } else {
+            out.push((b + skip, l - skip));
+            skip = 0;
         }
-        out.push((b + skip, l - skip));
-        skip = 0;
+    };
+    if nr != libc::SYS_writev {
+        add(a[1], a[2]);
+        return Ok(());
     }
-    Ok(out)
+    if a[2] > 1024 {
+        return Err(EINVAL);
+    }
+    // The iovec array, 64 entries at a time.
+    let mut raw = [0u8; 64 * 16];
+    let mut i = 0;
+    while i < a[2] {
+        let k = (a[2] - i).min(64) as usize;
+        sys::read_mem(tid, a[1] + i * 16, &mut raw[..k * 16]).map_err(|_| EFAULT)?;
+        for c in raw[..k * 16].chunks_exact(16) {
+            let base = u64::from_ne_bytes(c[..8].try_into().unwrap_or([0; 8]));
+            let len = u64::from_ne_bytes(c[8..].try_into().unwrap_or([0; 8]));
+            add(base, len);
+        }
+        i += k as u64;
+    }
+    Ok(())
 }
 
 /// A write, writev or sendto (without address) that could block: the
@@ -289,15 +311,19 @@ fn write(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
         super::fs::touch_fd(s, tid, fd);
     }
     let total = if a.nr == libc::SYS_writev {
-        match segments(tid, a.nr, &a.a, 0) {
-            Ok(v) => v.iter().fold(0u64, |t, x| t.saturating_add(x.1)),
+        let mut segs = std::mem::take(&mut s.io_segs);
+        let r = segments(tid, a.nr, &a.a, 0, &mut segs);
+        let total = segs.iter().fold(0u64, |t, x| t.saturating_add(x.1));
+        s.io_segs = segs;
+        match r {
+            Ok(()) => total,
             Err(e) => return Out::Ret(e),
         }
     } else {
         a.a[2]
     };
     let cont = s.threads.get(&tid).and_then(|t| t.wcont);
-    let (f, mut w) = match cont {
+    let (f, w) = match cont {
         Some(w) => match s.steal(tid, fd) {
             Some(f) => (f, w),
             None => return Out::Pass,
@@ -310,26 +336,54 @@ fn write(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
     };
     let is_sock = mode_of(&f).is_some_and(|m| m.0 == libc::S_IFSOCK);
     let nosig = a.nr == libc::SYS_sendto && a.a[3] & libc::MSG_NOSIGNAL as u64 != 0;
-    let mut buf = vec![0u8; 65536.min(total as usize).max(1)];
+    // One buffer for the run: no allocation (or zeroing) per write.
+    let mut buf = std::mem::take(&mut s.io_buf);
+    if buf.len() < COPY_BUF {
+        buf.resize(COPY_BUF, 0);
+    }
+    let n = COPY_BUF.min(total as usize).max(1);
+    let out = copy_out(s, tid, a, (f, w), total, (is_sock, nosig), &mut buf[..n]);
+    s.io_buf = buf;
+    out
+}
+
+/// Bytes the supervisor moves per step of a write it completes itself.
+const COPY_BUF: usize = 65536;
+
+/// The loop of [`write`]: gather the guest's bytes into `buf` and write
+/// them without blocking, parking the guest when the descriptor is full.
+fn copy_out(
+    s: &mut Supervisor,
+    tid: pid_t,
+    a: &Args,
+    (f, mut w): (OwnedFd, WriteCont),
+    total: u64,
+    (is_sock, nosig): (bool, bool),
+    buf: &mut [u8],
+) -> Out {
     while w.done < total {
-        let segs = match segments(tid, a.nr, &a.a, w.done) {
-            Ok(v) => v,
-            Err(e) => return finish(s, tid, w, e),
-        };
+        let mut segs = std::mem::take(&mut s.io_segs);
+        if let Err(e) = segments(tid, a.nr, &a.a, w.done, &mut segs) {
+            s.io_segs = segs;
+            return finish(s, tid, w, e);
+        }
         // Gather up to one buffer of the remaining bytes.
         let mut n = 0usize;
-        for (b, l) in segs {
+        let mut fault = false;
+        for &(b, l) in &segs {
             let take = (l as usize).min(buf.len() - n);
             if take == 0 {
                 break;
             }
             if sys::read_mem(tid, b, &mut buf[n..n + take]).is_err() {
-                if n == 0 {
-                    return finish(s, tid, w, EFAULT);
-                }
+                fault = n == 0;
                 break;
             }
             n += take;
+        }
+        s.io_segs = segs;
+        if fault {
+            return finish(s, tid, w, EFAULT);
         }
         let r = nb_write(&f, &buf[..n], is_sock);
         if r > 0 {
@@ -340,7 +394,7 @@ fn write(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
             if let Some(t) = s.threads.get_mut(&tid) {
                 t.wcont = Some(w);
             }
-            return park_on(s, tid, vec![(f, POLLOUT)]);
+            return park_on_one(s, tid, f, POLLOUT);
         }
         if r == -(libc::EPIPE as i64) && !nosig {
             let tgid = s
