@@ -64,28 +64,10 @@ pub fn after_stat(s: &mut Supervisor, tid: pid_t, regs: &Regs) {
     let Some(p) = s.threads.get(&tid).map(|t| t.proc as usize) else {
         return;
     };
-    let pi = &s.procs[p];
-    let insn = pi.syscall_insn;
     let site = regs.rip.wrapping_sub(7);
-    if pi.patch.is_ours(regs.rip) {
-        return; // the stat code's own trapped call
-    }
-    if !pi.shim_mapped || insn == 0 {
+    let Some(insn) = counted(s, p, regs.rip, site) else {
         return;
-    }
-    let space = pi.space;
-    if s.procs
-        .iter()
-        .enumerate()
-        .any(|(i, q)| i != p && q.alive && q.space == space)
-    {
-        return;
-    }
-    let n = s.procs[p].patch.sites.entry(site).or_insert(0);
-    *n += 1;
-    if *n != PATCH_AT {
-        return;
-    }
+    };
     let nr = regs.orig_rax as u32;
     let mut code = [0u8; 7];
     if sys::read_mem(tid, site, &mut code).is_err() || !shim::is_site(&code, nr) {
@@ -118,31 +100,18 @@ pub fn after_rdtsc(s: &mut Supervisor, tid: pid_t, regs: &mut Regs, tsc: u64) ->
         return false;
     };
     let site = regs.rip;
-    let pi = &s.procs[p];
-    let insn = pi.syscall_insn;
-    if s.clock_page.is_none() || !pi.shim_mapped || insn == 0 || pi.patch.is_ours(site) {
-        return false;
-    }
-    let space = pi.space;
-    let shared = s
-        .procs
-        .iter()
-        .enumerate()
-        .any(|(i, q)| i != p && q.alive && q.space == space);
     let threads = s
         .world
         .threads_of(p as detrun_scheduler::ProcId)
         .iter()
         .filter(|&&v| s.world.is_alive(v))
         .count();
-    if shared || threads != 1 {
+    if s.clock_page.is_none() || threads != 1 {
         return false;
     }
-    let n = s.procs[p].patch.sites.entry(site).or_insert(0);
-    *n += 1;
-    if *n != PATCH_AT {
+    let Some(insn) = counted(s, p, site, site) else {
         return false;
-    }
+    };
     let mut code = [0u8; 9];
     if sys::read_mem(tid, site, &mut code).is_err() || !shim::is_rdtsc_site(&code) {
         return false;
@@ -177,6 +146,29 @@ pub fn after_rdtsc(s: &mut Supervisor, tid: pid_t, regs: &mut Regs, tsc: u64) ->
     }
     regs.rip = site + 9;
     true
+}
+
+/// Count a trap from `rip` at `site` in process `p`. At the site's
+/// `PATCH_AT`th trap, the syscall instruction to inject through, if the
+/// image may be patched: the shim is mapped, `rip` is not detrun's own
+/// code, and no other process shares the memory (vfork).
+fn counted(s: &mut Supervisor, p: usize, rip: u64, site: u64) -> Option<u64> {
+    let pi = &s.procs[p];
+    let insn = pi.syscall_insn;
+    if pi.patch.is_ours(rip) || !pi.shim_mapped || insn == 0 {
+        return None;
+    }
+    let space = pi.space;
+    if s.procs
+        .iter()
+        .enumerate()
+        .any(|(i, q)| i != p && q.alive && q.space == space)
+    {
+        return None;
+    }
+    let n = s.procs[p].patch.sites.entry(site).or_insert(0);
+    *n += 1;
+    (*n == PATCH_AT).then_some(insn)
 }
 
 fn use_slot(s: &mut Supervisor, p: usize, stub: u64) {
