@@ -66,6 +66,7 @@ fn main() {
         ("PREEXISTING", PREEXISTING as u64),
         ("PY_REAL", PY_REAL as u64),
         ("STAT_CALLS", STAT_CALLS as u64),
+        ("READ_CALLS", READ_CALLS as u64),
         ("DEV_COUNT", DEV_COUNT as u64),
         ("DEVS", DEVS as u64),
         ("DEV_SLOTS", DEV_SLOTS as u64),

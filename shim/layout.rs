@@ -24,6 +24,8 @@ pub const REAL_START: usize = 17;
 pub const PREEXISTING: usize = 18;
 pub const PY_REAL: usize = 19;
 pub const STAT_CALLS: usize = 20;
+/// read(2) calls the stat code answered (regular files).
+pub const READ_CALLS: usize = 22;
 /// Numbered devices: count, then (real device, virtual number) pairs.
 pub const DEV_COUNT: usize = 21;
 pub const DEVS: usize = 24;

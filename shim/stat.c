@@ -22,6 +22,7 @@ typedef unsigned int u32;
 #define SLOT(i) (((volatile u64 *)DATA_ADDR)[i])
 #define TABLE ((volatile u64 *)(DATA_ADDR + TABLE_OFF))
 
+#define NR_READ 0
 #define NR_STAT 4
 #define NR_FSTAT 5
 #define NR_LSTAT 6
@@ -36,12 +37,15 @@ typedef unsigned int u32;
  * depend on files other programs change, never changes the schedule). */
 #define FALLBACK 1
 #define QUIET 2
+/* Answered here: the result is in f[0]. */
+#define DONE 0
 
 long shim_raw(long nr, long a0, long a1, long a2, long a3, long a4, long a5);
 
 /* Entry from a site stub: rax = the syscall number, arguments in their
  * syscall registers, the red zone already skipped. Keeps every register a
- * syscall keeps. f[0..7] = nr, rdi, rsi, rdx, r10, r8, r9. */
+ * syscall keeps. f[0..7] = nr, rdi, rsi, rdx, r10, r8, r9; an answer
+ * made here replaces f[0]. */
 __asm__(".section .text.entry,\"ax\"\n"
         ".globl shim_stat_entry\n"
         "shim_stat_entry:\n"
@@ -61,7 +65,7 @@ __asm__(".section .text.entry,\"ax\"\n"
         "  cmp $1, %rax\n"
         "  je 2f\n"
         "  cmp $2, %rax\n"
-        "  jne 1f\n"
+        "  jne 3f\n"
         "  call shim_load\n"
         "  syscall\n" /* trapped quietly */
         ".globl shim_quiet_ip\n"
@@ -70,6 +74,9 @@ __asm__(".section .text.entry,\"ax\"\n"
         "2:\n"
         "  call shim_load\n"
         "  syscall\n" /* trapped: an event */
+        "  jmp 1f\n"
+        "3:\n"
+        "  mov (%rsp), %rax\n" /* DONE: the answer */
         "1:\n"
         "  mov 8(%rsp), %rdi\n"
         "  mov 16(%rsp), %rsi\n"
@@ -166,8 +173,26 @@ static int ends_with_py(const char *p) {
     return n >= 3 && p[n - 3] == '.' && p[n - 2] == 'p' && p[n - 1] == 'y';
 }
 
+/* read(2) of a regular file, other than the standard streams, made here:
+ * what the supervisor does with it is let it run. Charged to the clock as
+ * a trapped call is; not a scheduling point. */
+static long fast_read(long *f) {
+    long fd = f[1];
+    if (fd <= 2 || !SLOT(STAT_ON)) return FALLBACK;
+    u64 now = SLOT(MONO) + SLOT(COST);
+    if (now >= SLOT(LIMIT)) return FALLBACK;
+    unsigned char st[144];
+    if (shim_raw(NR_FSTAT, fd, (long)st, 0, 0, 0, 0) != 0) return FALLBACK;
+    if ((rd32(st + 24) & 0170000) != 0100000) return FALLBACK;
+    f[0] = shim_raw(NR_READ, fd, f[2], f[3], 0, 0, 0);
+    SLOT(MONO) = now;
+    SLOT(READ_CALLS) += 1;
+    return DONE;
+}
+
 __attribute__((used)) long shim_stat(long *f) {
     long nr = f[0];
+    if (nr == NR_READ) return fast_read(f);
     unsigned char *buf;
     const char *path;
     int statx = 0;
@@ -201,7 +226,8 @@ __attribute__((used)) long shim_stat(long *f) {
         /* An error is the kernel's answer, passed on as it is. */
         SLOT(MONO) = now;
         SLOT(STAT_CALLS) += 1;
-        return r;
+        f[0] = r;
+        return DONE;
     }
     /* The standard streams are where detrun puts a branch's captured
      * output (a file other than the one a run from scratch has): their
@@ -267,7 +293,8 @@ __attribute__((used)) long shim_stat(long *f) {
     }
     SLOT(MONO) = now;
     SLOT(STAT_CALLS) += 1;
-    return 0;
+    f[0] = 0;
+    return DONE;
 quiet:
     SLOT(MONO) = now;
     return QUIET;

@@ -4,7 +4,9 @@
  * tracee once their call sites are patched) keep answering alike; a forked
  * child and threads too.
  * Usage: fast_stat DIR (an empty scratch directory) | fast_stat threads |
- * fast_stat watch FILE (stat FILE in a loop, printing only a count) */
+ * fast_stat watch FILE (stat FILE in a loop, printing only a count) |
+ * fast_stat read FILE (FILE in 100-byte reads, then a pipe and
+ * /dev/urandom through the same read site) */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -91,6 +93,39 @@ int main(int argc, char **argv) {
     if (argc < 2) return 2;
     const char *dir = argv[1];
     setvbuf(stdout, 0, _IOLBF, 0);
+    if (!strcmp(argv[1], "read") && argc > 2) {
+        /* One read site (glibc's read) for every kind of descriptor: the
+         * regular file's reads are made in the tracee once it is patched,
+         * the others still go to detrun. */
+        int fd = open(argv[2], O_RDONLY);
+        if (fd < 0) return 1;
+        char b[100];
+        unsigned long sum = 0, total = 0;
+        long n;
+        while ((n = read(fd, b, sizeof b)) > 0) {
+            for (long i = 0; i < n; i++) sum = sum * 31 + (unsigned char)b[i];
+            total += n;
+        }
+        close(fd);
+        printf("file %lu bytes, sum %lx, last read %ld\n", total, sum, n);
+        int p[2];
+        if (pipe(p) != 0) return 1;
+        if (fork() == 0) {
+            for (int i = 0; i < 50; i++) write(p[1], "0123456789", 10);
+            _exit(0);
+        }
+        close(p[1]);
+        total = 0;
+        while ((n = read(p[0], b, 7)) > 0) total += n;
+        wait(NULL);
+        printf("pipe %lu bytes\n", total);
+        int r = open("/dev/urandom", O_RDONLY);
+        if (r < 0 || read(r, b, 16) != 16) return 1;
+        printf("urandom");
+        for (int i = 0; i < 16; i++) printf(" %02x", (unsigned char)b[i]);
+        printf("\n");
+        return 0;
+    }
     if (!strcmp(argv[1], "watch") && argc > 2) {
         unsigned long ok = 0;
         for (int i = 0; i < 500; i++) {

@@ -136,3 +136,32 @@ fn ls_of_a_big_directory_is_the_same_listing() {
     assert!(entries > 100, "{fast}");
     assert!(n(&s, "fast_stat_calls") + 10 >= entries, "{s}");
 }
+
+/// read(2) of a regular file is made in the tracee once glibc's read site
+/// is patched (its third trap); the same site still hands pipes and
+/// /dev/urandom (seeded) to detrun. The same bytes as with every read
+/// trapped, dynamic and static, and twice alike.
+#[test]
+fn reads_of_regular_files_are_made_in_the_tracee() {
+    let file = root().join("testdata").join("fast_stat.c");
+    let f = path_str(&file);
+    for static_ in [false, true] {
+        let bin = build_c("fast_stat", static_);
+        let g = path_str(&bin);
+        let (fast, s) = run(&["--", g, "read", f], "read-fast");
+        let (again, _) = run(&["--", g, "read", f], "read-again");
+        let (slow, t) = run(&["--no-fast-stat", "--", g, "read", f], "read-slow");
+        assert_eq!(fast, slow, "fast and trapped reads differ");
+        assert_eq!(fast, again, "two runs differ");
+        let size = std::fs::metadata(&file).expect("size").len();
+        assert!(fast.starts_with(&format!("file {size} bytes")), "{fast}");
+        assert!(fast.contains("pipe 500 bytes\nurandom "), "{fast}");
+        let chunks = size / 100;
+        assert!(n(&s, "read_sites_patched") >= 1, "{s}");
+        assert!(
+            n(&s, "fast_read_calls") + 5 >= chunks,
+            "{chunks} reads: {s}"
+        );
+        assert_eq!(n(&t, "fast_read_calls"), 0, "{t}");
+    }
+}

@@ -270,7 +270,8 @@ pub struct RunArgs {
 
     /// Make every stat call trap instead of answering stat, lstat, fstat,
     /// newfstatat and statx inside the tracee, at call sites patched after
-    /// their first traps (same results). Example: --no-fast-stat
+    /// their first traps, and every read of a regular file trap instead of
+    /// being made there (same results). Example: --no-fast-stat
     #[arg(long)]
     no_fast_stat: bool,
 

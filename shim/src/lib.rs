@@ -167,16 +167,40 @@ pub const STUB_SIZE: u64 = 64;
 /// 7 bytes): skip the red zone, call the stat code with `eax = nr`, come
 /// back after the site's `syscall`. None: out of a rel32 jump's reach.
 pub fn site_stub(at: u64, site: u64, nr: u32) -> Option<Vec<u8>> {
+    let mut set = vec![0xb8]; // mov eax, nr
+    set.extend_from_slice(&nr.to_le_bytes());
+    call_stub(at, &set, &[], site + 7)
+}
+
+/// glibc's `read` (the single- and multi-threaded paths alike): `xor eax,
+/// eax; syscall; cmp rax, -4096`, 10 bytes, the `syscall` ending at +4.
+pub const READ_SITE: [u8; 10] = [0x31, 0xc0, 0x0f, 0x05, 0x48, 0x3d, 0x00, 0xf0, 0xff, 0xff];
+
+/// A stub for a [`READ_SITE`] at `site`: the call made by the stat code,
+/// then the site's own `cmp`, back after it.
+pub fn read_stub(at: u64, site: u64) -> Option<Vec<u8>> {
+    call_stub(at, &READ_SITE[..2], &READ_SITE[4..], site + 10)
+}
+
+/// The 10 bytes that replace a read site: `jmp stub` and a 5-byte nop.
+pub fn read_jump(site: u64, stub: u64) -> Option<[u8; 10]> {
+    let j = site_jump(site, stub)?;
+    Some([j[0], j[1], j[2], j[3], j[4], 0x0f, 0x1f, 0x44, 0x00, 0x00])
+}
+
+/// Skip the red zone, `set` (the number into eax), call the stat code,
+/// `after`, jump to `back`.
+fn call_stub(at: u64, set: &[u8], after: &[u8], back: u64) -> Option<Vec<u8>> {
     let mut v = vec![0x48, 0x8d, 0x64, 0x24, 0x80]; // lea rsp, [rsp-128]
-    v.push(0xb8); // mov eax, nr
-    v.extend_from_slice(&nr.to_le_bytes());
+    v.extend_from_slice(set);
     v.extend_from_slice(&[0x49, 0xbb]); // movabs r11, STAT_ENTRY
     v.extend_from_slice(&STAT_ENTRY.to_le_bytes());
     v.extend_from_slice(&[0x41, 0xff, 0xd3]); // call r11
     v.extend_from_slice(&[0x48, 0x8d, 0xa4, 0x24, 0x80, 0, 0, 0]); // lea rsp, [rsp+128]
+    v.extend_from_slice(after);
     let next = at + v.len() as u64 + 5;
-    let rel = i32::try_from((site + 7) as i64 - next as i64).ok()?;
-    v.push(0xe9); // jmp site+7
+    let rel = i32::try_from(back as i64 - next as i64).ok()?;
+    v.push(0xe9); // jmp back
     v.extend_from_slice(&rel.to_le_bytes());
     Some(v)
 }
@@ -282,6 +306,29 @@ mod tests {
         assert!(is_site(&[0xb8, 0x4c, 1, 0, 0, 0x0f, 0x05], 332));
         assert!(!is_site(&[0xb8, 0x4c, 1, 0, 0, 0x0f, 0x05], 262));
         assert!(ino_slot(1, 2) < TABLE_ENTRIES && ino_slot(u64::MAX, u64::MAX) < TABLE_ENTRIES);
+    }
+
+    #[test]
+    fn read_stub_fits_and_comes_back() {
+        let site = 0x7fff_f7e0_1000u64;
+        let at = site + (1 << 30);
+        let s = read_stub(at, site).expect("in reach");
+        assert!(s.len() as u64 <= STUB_SIZE);
+        assert_eq!(s[5..7], [0x31, 0xc0], "eax = 0 (read)");
+        assert_eq!(
+            s[s.len() - 11..s.len() - 5],
+            READ_SITE[4..],
+            "the site's cmp"
+        );
+        let rel = i32::from_le_bytes(s[s.len() - 4..].try_into().unwrap());
+        assert_eq!(
+            (at + s.len() as u64) as i64 + rel as i64,
+            (site + 10) as i64
+        );
+        assert_eq!(
+            read_jump(site, at).expect("in reach")[5..],
+            [0x0f, 0x1f, 0x44, 0, 0]
+        );
     }
 
     #[test]

@@ -100,13 +100,7 @@ pub fn after_rdtsc(s: &mut Supervisor, tid: pid_t, regs: &mut Regs, tsc: u64) ->
         return false;
     };
     let site = regs.rip;
-    let threads = s
-        .world
-        .threads_of(p as detrun_scheduler::ProcId)
-        .iter()
-        .filter(|&&v| s.world.is_alive(v))
-        .count();
-    if s.clock_page.is_none() || threads != 1 {
+    if s.clock_page.is_none() || !one_thread(s, p) {
         return false;
     }
     let Some(insn) = counted(s, p, site, site) else {
@@ -146,6 +140,47 @@ pub fn after_rdtsc(s: &mut Supervisor, tid: pid_t, regs: &mut Regs, tsc: u64) ->
     }
     regs.rip = site + 9;
     true
+}
+
+/// At the seccomp stop of a read that will run as it is (a regular file,
+/// not fds 0-2): from its site's `PATCH_AT`th trap, a [`shim::READ_SITE`]
+/// jumps to a stub that has the stat code make such reads. Some: patched;
+/// the registers that send the thread back to the site's start, this call
+/// skipped (the stub makes it). One-thread processes only: a thread
+/// stopped after the site's `syscall` would return into the jump.
+pub fn at_read(s: &mut Supervisor, tid: pid_t, regs: &Regs) -> Option<Regs> {
+    if !s.clock_page.as_ref().is_some_and(|c| c.stat_on()) {
+        return None;
+    }
+    let p = s.threads.get(&tid).map(|t| t.proc as usize)?;
+    if !one_thread(s, p) {
+        return None;
+    }
+    let site = regs.rip.wrapping_sub(4);
+    let insn = counted(s, p, regs.rip, site)?;
+    let mut code = [0u8; 10];
+    if sys::read_mem(tid, site, &mut code).is_err() || code != shim::READ_SITE {
+        return None;
+    }
+    let stub = stub_slot(s, tid, p, insn, site)?;
+    let (bytes, jump) = (shim::read_stub(stub, site)?, shim::read_jump(site, stub)?);
+    sys::write_code(tid, &[(stub, &bytes), (site, &jump)]).ok()?;
+    use_slot(s, p, stub);
+    s.stats.read_sites_patched += 1;
+    let mut r = *regs;
+    r.orig_rax = u64::MAX;
+    r.rip = site;
+    Some(r)
+}
+
+/// Process `p` has one live thread.
+fn one_thread(s: &Supervisor, p: usize) -> bool {
+    s.world
+        .threads_of(p as detrun_scheduler::ProcId)
+        .iter()
+        .filter(|&&v| s.world.is_alive(v))
+        .count()
+        == 1
 }
 
 /// Count a trap from `rip` at `site` in process `p`. At the site's

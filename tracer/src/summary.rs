@@ -57,6 +57,10 @@ pub struct Summary {
     /// `rdtsc` sites patched to read the clock page (their reads count as
     /// fast time calls).
     pub rdtsc_sites_patched: u64,
+    /// read(2) calls of regular files made in the tracee, and the sites
+    /// patched for it.
+    pub fast_read_calls: u64,
+    pub read_sites_patched: u64,
     pub insn_preemptions: u64,
     /// Instruction-level points moved past detrun's code in the tracee.
     pub insn_points_moved: u64,
@@ -110,6 +114,10 @@ pub struct Stats {
     /// `rdtsc` sites patched to read the clock page (their reads count as
     /// fast time calls).
     pub rdtsc_sites_patched: u64,
+    /// read(2) calls of regular files made in the tracee, and the sites
+    /// patched for it.
+    pub fast_read_calls: u64,
+    pub read_sites_patched: u64,
     pub insn_preemptions: u64,
     /// Instruction-level points moved past detrun's code in the tracee.
     pub insn_points_moved: u64,
@@ -132,6 +140,8 @@ impl Default for Stats {
             fast_stat_calls: 0,
             stat_sites_patched: 0,
             rdtsc_sites_patched: 0,
+            fast_read_calls: 0,
+            read_sites_patched: 0,
             insn_preemptions: 0,
             insn_points_moved: 0,
             single_steps: 0,
@@ -197,6 +207,8 @@ impl Stats {
             fast_stat_calls: self.fast_stat_calls,
             stat_sites_patched: self.stat_sites_patched,
             rdtsc_sites_patched: self.rdtsc_sites_patched,
+            fast_read_calls: self.fast_read_calls,
+            read_sites_patched: self.read_sites_patched,
             insn_preemptions: self.insn_preemptions,
             insn_points_moved: self.insn_points_moved,
             single_steps: self.single_steps,

@@ -179,18 +179,20 @@ impl ClockPage {
         self.set(shim::LIMIT, limit);
     }
 
-    /// At a stop: where the stubs took the clock, and how many time and
-    /// stat calls they answered since the last look.
-    pub fn absorb(&self) -> (u64, u64, u64) {
-        let calls = self.get(shim::CALLS);
-        if calls != 0 {
-            self.set(shim::CALLS, 0);
+    /// At a stop: where the stubs took the clock, and how many time, stat
+    /// and read calls they answered since the last look.
+    pub fn absorb(&self) -> (u64, [u64; 3]) {
+        let mut n = [0; 3];
+        for (i, slot) in [shim::CALLS, shim::STAT_CALLS, shim::READ_CALLS]
+            .into_iter()
+            .enumerate()
+        {
+            n[i] = self.get(slot);
+            if n[i] != 0 {
+                self.set(slot, 0);
+            }
         }
-        let stats = self.get(shim::STAT_CALLS);
-        if stats != 0 {
-            self.set(shim::STAT_CALLS, 0);
-        }
-        (self.get(shim::MONO), calls, stats)
+        (self.get(shim::MONO), n)
     }
 }
 
@@ -222,10 +224,11 @@ impl Supervisor {
     /// Take in the time the stubs spent, at a stop.
     pub fn absorb_clock(&mut self) {
         if let Some(p) = &self.clock_page {
-            let (mono, calls, stats) = p.absorb();
+            let (mono, [calls, stats, reads]) = p.absorb();
             self.world.clock.advance_to(mono);
             self.stats.fast_time_calls += calls;
             self.stats.fast_stat_calls += stats;
+            self.stats.fast_read_calls += reads;
         }
     }
 }

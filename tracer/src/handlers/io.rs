@@ -114,12 +114,18 @@ fn simple(s: &mut Supervisor, tid: pid_t, fd: u64, events: i16) -> Out {
     }
 }
 
-pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, _regs: Regs) -> Out {
+pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
     use crate::handlers::nr::*;
     let x = a.a;
     match a.nr {
         SYS_read => match probe(s, tid, x[0], POLLIN) {
             Probe::Random => Out::Ret(super::misc::fill_random(s, tid, x[1], x[2] as usize)),
+            // (The stat code checks the file is regular; otherwise it makes
+            // the call trapped, as here.)
+            Probe::File if x[0] > 2 => match crate::patch::at_read(s, tid, &regs) {
+                Some(r) => Out::PassWith(r),
+                None => Out::Pass,
+            },
             Probe::File | Probe::Ready(_) => Out::Pass,
             Probe::Block(f) => park_on_one(s, tid, f, POLLIN),
         },
