@@ -5,20 +5,15 @@
 use detrun_tests::*;
 
 fn run(args: &[&str], name: &str) -> (String, serde_json::Value) {
-    let dir = scratch_dir("fast_stat", name);
-    let work = dir.join("work");
-    std::fs::create_dir_all(&work).expect("mkdir");
-    let json = dir.join("s.json");
-    let mut a = vec!["--summary-json", path_str(&json)];
-    a.extend_from_slice(args);
+    let work = scratch_dir("fast_stat", &format!("{name}-work"));
     let w = path_str(&work).to_string();
-    let a: Vec<&str> = a
+    let a: Vec<&str> = args
         .iter()
         .map(|x| if *x == "WORK" { w.as_str() } else { x })
         .collect();
-    let o = detrun(&a);
+    let (o, v) = detrun_summary("fast_stat", name, &a);
     assert_eq!(code(&o), 0, "{}", show(&o));
-    let v = serde_json::from_str(&std::fs::read_to_string(&json).expect("summary")).expect("json");
+    assert!(v.is_object(), "no summary:\n{}", show(&o));
     (stdout(&o).replace(&w, "WORK"), v)
 }
 

@@ -5,13 +5,9 @@
 use detrun_tests::*;
 
 fn summary(args: &[&str], name: &str) -> (String, serde_json::Value) {
-    let dir = scratch_dir("fast_time", name);
-    let json = dir.join("s.json");
-    let mut a = vec!["--summary-json", path_str(&json)];
-    a.extend_from_slice(args);
-    let o = detrun(&a);
+    let (o, v) = detrun_summary("fast_time", name, args);
     assert_eq!(code(&o), 0, "{}", show(&o));
-    let v = serde_json::from_str(&std::fs::read_to_string(&json).expect("summary")).expect("json");
+    assert!(v.is_object(), "no summary:\n{}", show(&o));
     (stdout(&o), v)
 }
 

@@ -286,6 +286,20 @@ pub fn assert_replays_fail(
     }
 }
 
+/// Run `detrun --summary-json FILE ARGS` (FILE in the suite's scratch
+/// directory `name`); the summary is Null if the run wrote none.
+pub fn detrun_summary(suite: &str, name: &str, args: &[&str]) -> (Output, serde_json::Value) {
+    let json = scratch_dir(suite, name).join("s.json");
+    let mut a = vec!["--summary-json", path_str(&json)];
+    a.extend_from_slice(args);
+    let o = detrun(&a);
+    let v = std::fs::read_to_string(&json)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(serde_json::Value::Null);
+    (o, v)
+}
+
 /// Run `detrun ARGS` `n` times; every run must exit 0 and be byte-identical
 /// (stdout, stderr and status) to the first. Returns the first run.
 pub fn same_runs(n: usize, args: &[&str], what: &str) -> Output {

@@ -432,15 +432,7 @@ fn host_listener(tag: &str) -> (std::os::unix::net::UnixListener, String) {
 }
 
 fn summary_of(args: &[&str], name: &str) -> (Output, serde_json::Value) {
-    let json = scratch_dir("net", name).join("s.json");
-    let mut a = vec!["--summary-json", path_str(&json)];
-    a.extend_from_slice(args);
-    let o = detrun(&a);
-    let v = std::fs::read_to_string(&json)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or(serde_json::Value::Null);
-    (o, v)
+    detrun_summary("net", name, args)
 }
 
 /// The run's network namespace is made at the first socket (it costs

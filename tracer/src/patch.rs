@@ -73,19 +73,15 @@ pub fn after_stat(s: &mut Supervisor, tid: pid_t, regs: &Regs) {
     if sys::read_mem(tid, site, &mut code).is_err() || !shim::is_site(&code, nr) {
         return;
     }
-    let Some(stub) = stub_slot(s, tid, p, insn, site) else {
-        return;
+    let stub = |at| {
+        Some((
+            shim::site_stub(at, site, nr)?,
+            shim::site_jump(site, at)?.to_vec(),
+        ))
     };
-    let (Some(bytes), Some(jump)) = (shim::site_stub(stub, site, nr), shim::site_jump(site, stub))
-    else {
-        return;
-    };
-    // The stub first: the jump is only written once it leads somewhere.
-    if sys::write_code(tid, &[(stub, &bytes), (site, &jump)]).is_err() {
-        return;
+    if install(s, tid, p, insn, site, stub).is_some() {
+        s.stats.stat_sites_patched += 1;
     }
-    use_slot(s, p, stub);
-    s.stats.stat_sites_patched += 1;
 }
 
 /// At the fault of an `rdtsc` at `regs.rip` (PR_SET_TSC), already counted
@@ -110,19 +106,15 @@ pub fn after_rdtsc(s: &mut Supervisor, tid: pid_t, regs: &mut Regs, tsc: u64) ->
     if sys::read_mem(tid, site, &mut code).is_err() || !shim::is_rdtsc_site(&code) {
         return false;
     }
-    let Some(stub) = stub_slot(s, tid, p, insn, site) else {
-        return false;
+    let stub = |at| {
+        Some((
+            shim::rdtsc_stub(at, site, &code)?,
+            shim::rdtsc_jump(site, at)?.to_vec(),
+        ))
     };
-    let (Some(bytes), Some(jump)) = (
-        shim::rdtsc_stub(stub, site, &code),
-        shim::rdtsc_jump(site, stub),
-    ) else {
-        return false;
-    };
-    if sys::write_code(tid, &[(stub, &bytes), (site, &jump)]).is_err() {
+    if install(s, tid, p, insn, site, stub).is_none() {
         return false;
     }
-    use_slot(s, p, stub);
     s.stats.rdtsc_sites_patched += 1;
     // rax = tsc, rdx = its high half in place; flags of the final or/add.
     regs.rax = tsc;
@@ -162,10 +154,12 @@ pub fn at_read(s: &mut Supervisor, tid: pid_t, regs: &Regs) -> Option<Regs> {
     if sys::read_mem(tid, site, &mut code).is_err() || code != shim::READ_SITE {
         return None;
     }
-    let stub = stub_slot(s, tid, p, insn, site)?;
-    let (bytes, jump) = (shim::read_stub(stub, site)?, shim::read_jump(site, stub)?);
-    sys::write_code(tid, &[(stub, &bytes), (site, &jump)]).ok()?;
-    use_slot(s, p, stub);
+    install(s, tid, p, insn, site, |at| {
+        Some((
+            shim::read_stub(at, site)?,
+            shim::read_jump(site, at)?.to_vec(),
+        ))
+    })?;
     s.stats.read_sites_patched += 1;
     let mut r = *regs;
     r.orig_rax = u64::MAX;
@@ -206,15 +200,29 @@ fn counted(s: &mut Supervisor, p: usize, rip: u64, site: u64) -> Option<u64> {
     (*n == PATCH_AT).then_some(insn)
 }
 
-fn use_slot(s: &mut Supervisor, p: usize, stub: u64) {
+/// Patch `site` in process `p`: `code(at)` gives the stub for a slot at
+/// `at` and the bytes that replace the site. The stub is written first, so
+/// the jump is only written once it leads somewhere.
+fn install(
+    s: &mut Supervisor,
+    tid: pid_t,
+    p: usize,
+    insn: u64,
+    site: u64,
+    code: impl Fn(u64) -> Option<(Vec<u8>, Vec<u8>)>,
+) -> Option<()> {
+    let at = stub_slot(s, tid, p, insn, site)?;
+    let (stub, jump) = code(at)?;
+    sys::write_code(tid, &[(at, &stub), (site, &jump)]).ok()?;
     if let Some(pg) = s.procs[p]
         .patch
         .pages
         .iter_mut()
-        .find(|(a, _)| stub >= *a && stub < *a + 4096)
+        .find(|(a, _)| at >= *a && at < *a + 4096)
     {
         pg.1 += 1;
     }
+    Some(())
 }
 
 /// A free stub slot within reach of `site`, mapping a new page if needed.
