@@ -75,7 +75,10 @@ struct PlainCli {
 /// help or the version (their text is the full command's).
 fn plain_form(args: &[OsString]) -> bool {
     let first = args.get(1).and_then(|a| a.to_str()).unwrap_or("");
-    if matches!(first, "hunt" | "replay" | "analyze" | "explore" | "help") {
+    if matches!(
+        first,
+        "hunt" | "replay" | "analyze" | "explore" | "syscalls" | "help"
+    ) {
         return false;
     }
     !args
@@ -100,6 +103,18 @@ enum Sub {
     /// report, per checkpoint, the fraction of branches that fail (table,
     /// JSON, SVG plot). Example: detrun explore --from-seed 9 --every 20ms --branches 20 -- ./flaky
     Explore(explore::ExploreArgs),
+    /// What detrun does with each syscall: the filter's action, the handler
+    /// and a note (all of them, or those named). Example: detrun syscalls futex read
+    Syscalls(SyscallsArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct SyscallsArgs {
+    /// Syscall names or numbers (x86_64); none lists every syscall.
+    names: Vec<String>,
+    /// A Markdown table (docs/syscalls.md is this output).
+    #[arg(long)]
+    markdown: bool,
 }
 
 /// The program to run, after `--`.
@@ -507,6 +522,16 @@ fn main() {
         Some(Sub::Replay(r)) => hunt::replay(r),
         Some(Sub::Analyze(a)) => analyze::analyze(a),
         Some(Sub::Explore(e)) => explore::explore(e),
+        Some(Sub::Syscalls(a)) => match detrun_tracer::table::render(&a.names, a.markdown) {
+            Ok(t) => {
+                print!("{t}");
+                Ok(0)
+            }
+            Err(e) => {
+                eprintln!("detrun: {e}");
+                Ok(EXIT_INTERNAL)
+            }
+        },
         None => run(&cli.run, &cli.program.command),
     };
     let code = match r {

@@ -522,9 +522,8 @@ fn copy_filter() -> Result<Vec<libc::sock_filter>, String> {
         SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
         SeccompRule, TargetArch,
     };
-    let nrs = crate::handlers::vpid::INVISIBLE;
     let mut rules: std::collections::BTreeMap<i64, Vec<SeccompRule>> =
-        nrs.iter().map(|&n| (n, vec![])).collect();
+        crate::table::copy_trapped().map(|n| (n, vec![])).collect();
     // F_GETLK answers with a holder's PID.
     let getlk = [libc::F_GETLK, libc::F_OFD_GETLK]
         .iter()

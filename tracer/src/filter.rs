@@ -1,230 +1,19 @@
-//! The seccomp filter installed in the guest before exec.
+//! The seccomp filter installed in the guest before exec, built from the
+//! syscall table (`table.rs`).
 //!
-//! It is an allow-list: the syscalls below run at native speed because their
-//! results are deterministic given deterministic inputs (memory management,
-//! file I/O on regular files, identity queries answered by namespaces...).
-//! Everything else traps to the supervisor, which either virtualizes it or,
-//! for a syscall it does not know, reports it by name (fail closed).
+//! It is an allow-list: the calls the table allows run at native speed
+//! because their results are deterministic given deterministic inputs
+//! (memory management, file I/O on regular files, identity queries answered
+//! by namespaces...). Everything else traps to the supervisor, which either
+//! virtualizes it or, for a syscall it does not know, reports it by name
+//! (fail closed). The argument rules of `Action::Args` calls are here.
 
+use crate::table::{Action, TABLE};
 use seccompiler::{
     sock_filter, BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op,
     SeccompCondition as Cond, SeccompFilter, SeccompRule, TargetArch,
 };
 use std::collections::BTreeMap;
-
-/// Syscalls that never trap.
-const ALLOW: &[i64] = &[
-    // memory
-    libc::SYS_mmap,
-    libc::SYS_munmap,
-    libc::SYS_mprotect,
-    libc::SYS_mremap,
-    libc::SYS_madvise,
-    libc::SYS_brk,
-    libc::SYS_msync,
-    libc::SYS_mincore,
-    libc::SYS_mlock,
-    libc::SYS_munlock,
-    libc::SYS_mlockall,
-    libc::SYS_munlockall,
-    libc::SYS_mlock2,
-    libc::SYS_membarrier,
-    libc::SYS_pkey_alloc,
-    libc::SYS_pkey_free,
-    libc::SYS_pkey_mprotect,
-    // descriptors and regular-file I/O (pipes and sockets go through read/write, which trap)
-    libc::SYS_close,
-    libc::SYS_close_range,
-    libc::SYS_dup,
-    libc::SYS_dup2,
-    libc::SYS_dup3,
-    libc::SYS_lseek,
-    libc::SYS_pread64,
-    libc::SYS_pwrite64,
-    libc::SYS_preadv,
-    libc::SYS_pwritev,
-    libc::SYS_preadv2,
-    libc::SYS_pwritev2,
-    libc::SYS_fsync,
-    libc::SYS_fdatasync,
-    libc::SYS_ftruncate,
-    libc::SYS_truncate,
-    libc::SYS_fallocate,
-    libc::SYS_sync,
-    libc::SYS_syncfs,
-    libc::SYS_sync_file_range,
-    libc::SYS_fadvise64,
-    libc::SYS_readahead,
-    libc::SYS_open,
-    libc::SYS_openat,
-    libc::SYS_openat2,
-    libc::SYS_creat,
-    libc::SYS_ioctl,
-    libc::SYS_pipe,
-    libc::SYS_pipe2,
-    libc::SYS_memfd_create,
-    libc::SYS_eventfd,
-    libc::SYS_eventfd2,
-    libc::SYS_signalfd,
-    libc::SYS_signalfd4,
-    libc::SYS_epoll_create,
-    libc::SYS_epoll_create1,
-    libc::SYS_epoll_ctl,
-    libc::SYS_inotify_init,
-    libc::SYS_inotify_init1,
-    libc::SYS_inotify_add_watch,
-    libc::SYS_inotify_rm_watch,
-    libc::SYS_flistxattr,
-    libc::SYS_listxattr,
-    libc::SYS_llistxattr,
-    libc::SYS_getxattr,
-    libc::SYS_lgetxattr,
-    libc::SYS_fgetxattr,
-    libc::SYS_setxattr,
-    libc::SYS_lsetxattr,
-    libc::SYS_fsetxattr,
-    libc::SYS_removexattr,
-    libc::SYS_lremovexattr,
-    libc::SYS_fremovexattr,
-    // file system metadata
-    libc::SYS_stat,
-    libc::SYS_fstat,
-    libc::SYS_lstat,
-    libc::SYS_newfstatat,
-    libc::SYS_statx,
-    libc::SYS_statfs,
-    libc::SYS_fstatfs,
-    libc::SYS_access,
-    libc::SYS_faccessat,
-    libc::SYS_faccessat2,
-    libc::SYS_readlink,
-    libc::SYS_readlinkat,
-    libc::SYS_getcwd,
-    libc::SYS_chdir,
-    libc::SYS_fchdir,
-    libc::SYS_mkdir,
-    libc::SYS_mkdirat,
-    libc::SYS_rmdir,
-    libc::SYS_unlink,
-    libc::SYS_unlinkat,
-    libc::SYS_rename,
-    libc::SYS_renameat,
-    libc::SYS_renameat2,
-    libc::SYS_link,
-    libc::SYS_linkat,
-    libc::SYS_symlink,
-    libc::SYS_symlinkat,
-    libc::SYS_chmod,
-    libc::SYS_fchmod,
-    libc::SYS_fchmodat,
-    libc::SYS_chown,
-    libc::SYS_fchown,
-    libc::SYS_lchown,
-    libc::SYS_fchownat,
-    libc::SYS_umask,
-    libc::SYS_utime,
-    libc::SYS_utimes,
-    libc::SYS_utimensat,
-    libc::SYS_futimesat,
-    libc::SYS_getdents,
-    libc::SYS_getdents64,
-    libc::SYS_mknod,
-    libc::SYS_mknodat,
-    libc::SYS_chroot,
-    libc::SYS_name_to_handle_at,
-    // sockets (creation and configuration never block)
-    libc::SYS_socketpair,
-    libc::SYS_bind,
-    libc::SYS_listen,
-    libc::SYS_getsockname,
-    libc::SYS_getpeername,
-    libc::SYS_setsockopt,
-    libc::SYS_getsockopt,
-    libc::SYS_shutdown,
-    // signals (delivery is observed at signal stops)
-    libc::SYS_rt_sigaction,
-    libc::SYS_rt_sigprocmask,
-    libc::SYS_rt_sigreturn,
-    libc::SYS_sigaltstack,
-    libc::SYS_rt_sigpending,
-    // identity (deterministic inside the PID namespace)
-    libc::SYS_getpid,
-    libc::SYS_getppid,
-    libc::SYS_gettid,
-    libc::SYS_getuid,
-    libc::SYS_geteuid,
-    libc::SYS_getgid,
-    libc::SYS_getegid,
-    libc::SYS_getgroups,
-    libc::SYS_setgroups,
-    libc::SYS_setuid,
-    libc::SYS_setgid,
-    libc::SYS_setreuid,
-    libc::SYS_setregid,
-    libc::SYS_setresuid,
-    libc::SYS_setresgid,
-    libc::SYS_getresuid,
-    libc::SYS_getresgid,
-    libc::SYS_setfsuid,
-    libc::SYS_setfsgid,
-    libc::SYS_getpgid,
-    libc::SYS_setpgid,
-    libc::SYS_getpgrp,
-    libc::SYS_setsid,
-    libc::SYS_getsid,
-    libc::SYS_capget,
-    libc::SYS_capset,
-    // limits and priorities
-    libc::SYS_getrlimit,
-    libc::SYS_setrlimit,
-    libc::SYS_prlimit64,
-    libc::SYS_getpriority,
-    libc::SYS_setpriority,
-    libc::SYS_sched_getparam,
-    libc::SYS_sched_setparam,
-    libc::SYS_sched_getscheduler,
-    libc::SYS_sched_setscheduler,
-    libc::SYS_sched_get_priority_max,
-    libc::SYS_sched_get_priority_min,
-    libc::SYS_sched_rr_get_interval,
-    libc::SYS_ioprio_get,
-    libc::SYS_ioprio_set,
-    // threads
-    libc::SYS_set_robust_list,
-    libc::SYS_get_robust_list,
-    // exec (observed through PTRACE_EVENT_EXEC)
-    libc::SYS_execve,
-    libc::SYS_execveat,
-    // restart after a stop signal
-    libc::SYS_restart_syscall,
-    // System V shared memory and semaphores setup (semop traps: it blocks)
-    libc::SYS_shmget,
-    libc::SYS_shmat,
-    libc::SYS_shmdt,
-    libc::SYS_shmctl,
-    libc::SYS_semget,
-    libc::SYS_semctl,
-    libc::SYS_msgget,
-    libc::SYS_msgctl,
-    // mount namespace housekeeping
-    libc::SYS_mount,
-    libc::SYS_umount2,
-    libc::SYS_pivot_root,
-    libc::SYS_unshare,
-    libc::SYS_setns,
-    libc::SYS_sethostname,
-    libc::SYS_setdomainname,
-    libc::SYS_landlock_create_ruleset,
-    libc::SYS_landlock_add_rule,
-    libc::SYS_landlock_restrict_self,
-    libc::SYS_seccomp,
-    libc::SYS_process_vm_readv,
-    libc::SYS_process_vm_writev,
-    libc::SYS_kcmp,
-    libc::SYS_pidfd_open,
-    libc::SYS_pidfd_getfd,
-    libc::SYS_copy_file_range,
-];
 
 const ARCH_GET_CPUID: u64 = 0x1011;
 const ARCH_SET_CPUID: u64 = 0x1012;
@@ -238,39 +27,6 @@ fn cond(arg: u8, len: Len, op: Op, v: u64) -> Cond {
 fn rule(c: Vec<Cond>) -> SeccompRule {
     SeccompRule::new(c).expect("static filter rule")
 }
-
-/// Metadata calls that trap only when file metadata is virtualized.
-const FS_META: &[i64] = &[
-    libc::SYS_open,
-    libc::SYS_openat,
-    libc::SYS_stat,
-    libc::SYS_fstat,
-    libc::SYS_lstat,
-    libc::SYS_newfstatat,
-    libc::SYS_statx,
-    libc::SYS_getdents64,
-];
-
-/// Socket calls that trap when the virtual network answers AF_INET.
-const NET: &[i64] = &[
-    libc::SYS_bind,
-    libc::SYS_listen,
-    libc::SYS_getsockname,
-    libc::SYS_getpeername,
-    libc::SYS_setsockopt,
-    libc::SYS_getsockopt,
-];
-
-/// Calls that trap only so that the thread can join the run's network
-/// namespace first (it is made late: see `netns.rs`): socket creation, and
-/// the calls that drop the privilege `setns` needs.
-pub const JOIN_NET: &[i64] = &[
-    libc::SYS_socketpair,
-    libc::SYS_setuid,
-    libc::SYS_setreuid,
-    libc::SYS_setresuid,
-    libc::SYS_capset,
-];
 
 const BPF_LD_W_ABS: u16 = 0x20;
 const BPF_JA: u16 = 0x05;
@@ -360,7 +116,7 @@ fn with_tree(allowed: &[u32], ip: Option<u64>, rest: BpfProgram) -> BpfProgram {
 /// Build the BPF program. Built once in the supervisor, before fork.
 /// `allow_ip`: the end of the stat code's syscall instruction, whose calls
 /// pass (the stat fast path).
-/// `join_net`: every socket creation traps ([`JOIN_NET`]), so that threads
+/// `join_net`: every socket creation traps (`Action::JoinNet`), so that threads
 /// join a network namespace made after they started.
 pub fn build(
     fs_virtual: bool,
@@ -443,17 +199,25 @@ fn build_with(
         ],
     );
     let mut allowed: Vec<u32> = Vec::new();
-    for &nr in ALLOW {
-        let traps = (fs_virtual && FS_META.contains(&nr))
-            || (net_virtual && NET.contains(&nr))
-            || (join_net && JOIN_NET.contains(&nr));
-        if traps || rules.contains_key(&nr) {
+    for x in TABLE {
+        let traps = match x.action {
+            Action::Allow => false,
+            Action::Meta => fs_virtual,
+            Action::SockMeta => net_virtual,
+            Action::JoinNet => join_net,
+            // Without a rule in this configuration: every call traps.
+            Action::Args(_) | Action::Trap => true,
+        };
+        if rules.contains_key(&x.nr) {
+            continue;
+        }
+        if traps {
             continue;
         }
         if tree {
-            allowed.push(nr as u32);
+            allowed.push(x.nr as u32);
         } else {
-            rules.insert(nr, vec![]);
+            rules.insert(x.nr, vec![]);
         }
     }
     allowed.sort_unstable();
@@ -554,7 +318,10 @@ mod tests {
         assert!(!verdict(&join, libc::SYS_socket, unix));
         assert!(verdict(&plain, libc::SYS_socket, unix));
         assert!(!verdict(&plain, libc::SYS_socket, libc::AF_INET as u32));
-        for &nr in JOIN_NET {
+        for nr in crate::table::with_action(|a| a == Action::JoinNet) {
+            if nr == libc::SYS_unshare {
+                continue; // its rule: below
+            }
             assert!(!verdict(&join, nr, 0), "{nr} traps");
             assert!(verdict(&plain, nr, 0), "{nr} runs");
         }
@@ -583,5 +350,82 @@ mod tests {
         assert_eq!(run(&p, &d).0, RET_ALLOW, "from the stat code");
         d[3] += 1;
         assert_ne!(run(&p, &d).0, RET_ALLOW, "same low word elsewhere");
+    }
+
+    /// Every syscall number, in every configuration, is treated by the
+    /// built filter as the table says, for arguments that hit each rule
+    /// both ways; and every trapped number has a handler.
+    #[test]
+    fn filter_agrees_with_the_table() {
+        use crate::table::{entry, Family};
+        let args = [
+            0u32,
+            1,
+            2,
+            7,
+            10,
+            26,
+            38,
+            0x1011,
+            0x1012,
+            0x40,
+            0x1002_0000,
+            0xffff_ffff,
+        ];
+        let mut handled_and_trapped = std::collections::BTreeSet::new();
+        for (fs, net, join) in [
+            (true, true, true),
+            (true, true, false),
+            (false, false, false),
+            (true, false, false),
+            (false, true, true),
+        ] {
+            let p = build(fs, net, join, None).expect("filter");
+            for nr in 0..=511i64 {
+                let x = entry(nr);
+                let verdicts: Vec<bool> = args
+                    .iter()
+                    .map(|&a0| {
+                        let mut d = [0u32; 16];
+                        d[0] = nr as u32;
+                        d[1] = AUDIT_ARCH_X86_64;
+                        (d[4], d[6]) = (a0, a0);
+                        run(&p, &d).0 != RET_ALLOW
+                    })
+                    .collect();
+                let (all, any) = (verdicts.iter().all(|&t| t), verdicts.iter().any(|&t| t));
+                let name = crate::sysnames::name(nr).unwrap_or("?");
+                let ok = match x.action {
+                    Action::Allow => !any,
+                    Action::Trap => all,
+                    Action::Meta => all == fs && any == fs,
+                    Action::SockMeta => all == net && any == net,
+                    // unshare traps for CLONE_NEWUSER only.
+                    Action::JoinNet => any == join && (!join || all || nr == libc::SYS_unshare),
+                    // socket: every domain traps while threads may join.
+                    Action::Args(_) => any && (!all || (nr == libc::SYS_socket && join)),
+                };
+                assert!(
+                    ok,
+                    "{name} ({nr}) is {:?}, filter {verdicts:?} in {fs} {net} {join}",
+                    x.action
+                );
+                if any {
+                    assert_ne!(x.family, Family::None, "{name} traps with no handler");
+                    handled_and_trapped.insert(nr);
+                }
+            }
+        }
+        // Every handler's number traps in some configuration.
+        for x in crate::table::TABLE {
+            if !matches!(x.family, Family::None | Family::Unknown) {
+                let name = crate::sysnames::name(x.nr).unwrap_or("?");
+                assert!(
+                    handled_and_trapped.contains(&x.nr),
+                    "{name}'s handler is unreachable"
+                );
+            }
+        }
+        assert_eq!(entry(libc::SYS_mq_open).family, Family::Unknown);
     }
 }

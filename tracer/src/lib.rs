@@ -20,6 +20,7 @@ pub mod summary;
 pub mod supervisor;
 pub mod sys;
 pub mod sysnames;
+pub mod table;
 pub mod trace;
 pub mod vdso;
 pub mod vfiles;

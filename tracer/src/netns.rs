@@ -118,13 +118,13 @@ fn needs_namespace(tid: pid_t, regs: &Regs) -> bool {
     }
 }
 
-/// Trapped only for the rule above (see `filter::JOIN_NET`): run on.
+/// Trapped only for the rule above (`table::Action::JoinNet`): run on.
 fn only_for_join(regs: &Regs) -> bool {
     let nr = regs.orig_rax as i64;
     match nr {
         libc::SYS_socket => !matches!(regs.rdi as i32, libc::AF_INET | libc::AF_INET6),
         libc::SYS_unshare => true,
-        _ => crate::filter::JOIN_NET.contains(&nr),
+        _ => crate::table::join_net(nr),
     }
 }
 
@@ -146,7 +146,7 @@ pub fn before_call(s: &mut Supervisor, tid: pid_t, regs: &Regs) -> bool {
     let relevant = matches!(
         nr,
         libc::SYS_socket | libc::SYS_unshare | libc::SYS_clone | libc::SYS_clone3
-    ) || crate::filter::JOIN_NET.contains(&nr);
+    ) || crate::table::join_net(nr);
     if !relevant {
         return false;
     }

@@ -5,7 +5,18 @@ pub fn name(nr: i64) -> Option<&'static str> {
     NAMES.get(usize::try_from(nr).ok()?).copied().flatten()
 }
 
-static NAMES: [Option<&str>; 451] = [
+/// Numbers 0..COUNT have entries (some unnamed: never assigned).
+pub const COUNT: usize = 451;
+
+/// Number of the syscall called `name`.
+pub fn number(name: &str) -> Option<i64> {
+    NAMES
+        .iter()
+        .position(|n| *n == Some(name))
+        .map(|i| i as i64)
+}
+
+static NAMES: [Option<&str>; COUNT] = [
     Some("read"),
     Some("write"),
     Some("open"),

@@ -48,6 +48,7 @@ pub mod nr {
 
 use crate::supervisor::{Park, Post, Supervisor};
 use crate::sys::{self, Args, Regs};
+use crate::table::{self, Family};
 use detrun_scheduler::Wait;
 use libc::pid_t;
 
@@ -100,14 +101,10 @@ fn route(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
             return o;
         }
     }
-    match a.nr {
-        SYS_clock_gettime | SYS_gettimeofday | SYS_time | SYS_clock_getres | SYS_nanosleep
-        | SYS_clock_nanosleep | SYS_alarm | SYS_setitimer | SYS_getitimer | SYS_timer_create
-        | SYS_timer_settime | SYS_timer_gettime | SYS_timer_getoverrun | SYS_timer_delete
-        | SYS_times | SYS_getrusage | SYS_clock_settime | SYS_clock_adjtime | SYS_adjtimex
-        | SYS_settimeofday => time::handle(s, tid, a),
-        SYS_futex => futex::handle(s, tid, a),
-        SYS_socket if s.cfg.net_host => {
+    match table::family(a.nr) {
+        Family::Time => time::handle(s, tid, a),
+        Family::Futex => futex::handle(s, tid, a),
+        Family::Socket if s.cfg.net_host => {
             // Only AF_INET/AF_INET6 trap: with --net=host they reach the
             // host's network. Say so.
             let what = if s.cfg.strict {
@@ -123,10 +120,9 @@ fn route(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
                 Out::Pass
             }
         }
-        SYS_socket => net::socket(s, a, regs),
-        SYS_bind | SYS_listen | SYS_getsockname | SYS_getpeername | SYS_setsockopt
-        | SYS_getsockopt | SYS_shutdown => net::intercept(s, tid, a, regs).unwrap_or(Out::Pass),
-        SYS_open | SYS_openat => {
+        Family::Socket => net::socket(s, a, regs),
+        Family::SockMeta => net::intercept(s, tid, a, regs).unwrap_or(Out::Pass),
+        Family::Open => {
             let flags = a.a[if a.nr == SYS_open { 1 } else { 2 }] as i32;
             let writes =
                 flags & (libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY | libc::O_RDWR) != 0;
@@ -135,65 +131,17 @@ fn route(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
                 o => o,
             }
         }
-        SYS_stat | SYS_lstat | SYS_fstat | SYS_newfstatat | SYS_statx | SYS_getdents64 => {
-            fs::handle(s, tid, a, regs)
-        }
-        SYS_read | SYS_readv | SYS_recvfrom | SYS_recvmsg | SYS_recvmmsg | SYS_accept
-        | SYS_accept4 | SYS_write | SYS_writev | SYS_sendto | SYS_sendmsg | SYS_sendmmsg
-        | SYS_connect
-            if net::may_concern(s, a.nr) =>
-        {
-            match net::intercept(s, tid, a, regs) {
-                Some(o) => o,
-                None => io::handle(s, tid, a, regs),
-            }
-        }
-        SYS_read | SYS_readv | SYS_recvfrom | SYS_recvmsg | SYS_recvmmsg | SYS_accept
-        | SYS_accept4 | SYS_write | SYS_writev | SYS_sendto | SYS_sendmsg | SYS_sendmmsg
-        | SYS_connect | SYS_poll | SYS_ppoll | SYS_select | SYS_pselect6 | SYS_epoll_wait
-        | SYS_epoll_pwait | SYS_epoll_pwait2 | SYS_flock | SYS_fcntl | SYS_splice | SYS_tee
-        | SYS_sendfile | SYS_vmsplice => io::handle(s, tid, a, regs),
-        SYS_clone | SYS_clone3 | SYS_fork | SYS_vfork | SYS_wait4 | SYS_waitid
-        | SYS_set_tid_address | SYS_exit | SYS_exit_group | SYS_ptrace => {
-            process::handle(s, tid, a, regs)
-        }
-        SYS_kill
-        | SYS_tkill
-        | SYS_tgkill
-        | SYS_rt_sigqueueinfo
-        | SYS_rt_tgsigqueueinfo
-        | SYS_pidfd_send_signal
-        | SYS_pause
-        | SYS_rt_sigsuspend
-        | SYS_rt_sigtimedwait => signal::handle(s, tid, a, regs),
-        SYS_getrandom
-        | SYS_uname
-        | SYS_sched_getaffinity
-        | SYS_sched_setaffinity
-        | SYS_getcpu
-        | SYS_sysinfo
-        | SYS_rseq
-        | SYS_sched_yield
-        | SYS_prctl
-        | SYS_arch_prctl
-        | SYS_personality
-        | SYS_io_uring_setup
-        | SYS_io_uring_enter
-        | SYS_io_uring_register
-        | SYS_userfaultfd
-        | SYS_perf_event_open
-        | SYS_timerfd_create
-        | SYS_timerfd_settime
-        | SYS_timerfd_gettime
-        | SYS_semop
-        | SYS_semtimedop
-        | SYS_msgsnd
-        | SYS_msgrcv
-        | SYS_mq_timedsend
-        | SYS_mq_timedreceive
-        | SYS_futex_waitv
-        | SYS_bpf => misc::handle(s, tid, a, regs),
-        _ => misc::unknown(s, a),
+        Family::Stat => fs::handle(s, tid, a, regs),
+        Family::NetIo if net::may_concern(s, a.nr) => match net::intercept(s, tid, a, regs) {
+            Some(o) => o,
+            None => io::handle(s, tid, a, regs),
+        },
+        Family::NetIo | Family::Io => io::handle(s, tid, a, regs),
+        Family::Process => process::handle(s, tid, a, regs),
+        Family::Signal => signal::handle(s, tid, a, regs),
+        Family::Misc => misc::handle(s, tid, a, regs),
+        // JoinNet calls that needed no join, and calls with no handler.
+        Family::JoinNet | Family::None | Family::Unknown => misc::unknown(s, a),
     }
 }
 

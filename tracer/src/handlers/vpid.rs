@@ -18,18 +18,6 @@ use crate::sys::{self, Args, Regs};
 use detrun_scheduler::{ProcId, Wait};
 use libc::pid_t;
 
-/// Allowed by the base filter, trapped in copy mode, answered invisibly.
-pub const INVISIBLE: &[i64] = &[
-    libc::SYS_getpid,
-    libc::SYS_getppid,
-    libc::SYS_gettid,
-    libc::SYS_getpgid,
-    libc::SYS_setpgid,
-    libc::SYS_getpgrp,
-    libc::SYS_getsid,
-    libc::SYS_setsid,
-];
-
 /// Trapped by the base filter and passed to the kernel there, answered
 /// from the virtual table in copy mode.
 pub const EMULATED: &[i64] = &[
@@ -85,7 +73,8 @@ pub fn invisible(s: &mut Supervisor, tid: pid_t, regs: &Regs) -> bool {
         let _ = s.resume_syscall(tid, 0);
         return true;
     }
-    if !INVISIBLE.contains(&nr) {
+    // Allowed by the base filter, trapped in copy mode, answered invisibly.
+    if !crate::table::copy_only(nr) {
         return false;
     }
     let Some(t) = s.threads.get(&tid) else {
