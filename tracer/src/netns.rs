@@ -25,7 +25,7 @@
 //! are the same as when they did not trap at all. A thread that cannot
 //! join gets EPERM for its socket, and the run gets a hazard.
 
-use crate::supervisor::Supervisor;
+use crate::ctx::Ctx;
 use crate::sys::{self, Regs};
 use libc::pid_t;
 use std::collections::BTreeSet;
@@ -68,7 +68,7 @@ fn ns_of(path: &str) -> Option<(u64, u64)> {
 
 /// Make the run's network namespace if it is not made yet. False: there is
 /// none (not asked for, or it failed; names then carry a nonce).
-pub fn ensure(s: &mut Supervisor) -> bool {
+pub fn ensure(s: &mut Ctx) -> bool {
     let Some(l) = s.late_net.as_mut() else {
         return false;
     };
@@ -93,7 +93,7 @@ pub fn ensure(s: &mut Supervisor) -> bool {
             ),
         );
         // No guest socket exists yet: the network may start over.
-        s.net = crate::net::NetKernel::new(Some(crate::supervisor::run_nonce()));
+        s.net = crate::net::NetKernel::new(Some(crate::host::run_nonce()));
     }
     ok
 }
@@ -141,7 +141,7 @@ pub fn is_proc_net(path: &str) -> bool {
 
 /// At a seccomp stop, before the call is an event. True: handled (the
 /// thread was resumed).
-pub fn before_call(s: &mut Supervisor, tid: pid_t, regs: &Regs) -> bool {
+pub fn before_call(s: &mut Ctx, tid: pid_t, regs: &Regs) -> bool {
     let nr = regs.orig_rax as i64;
     let relevant = matches!(
         nr,
@@ -163,7 +163,7 @@ pub fn before_call(s: &mut Supervisor, tid: pid_t, regs: &Regs) -> bool {
 /// Move `tid`, stopped at the call `regs`, into the run's namespace if it
 /// is still in detrun's. True: it was resumed (to make the call again, or
 /// with EPERM for a socket it may not make).
-pub fn join(s: &mut Supervisor, tid: pid_t, regs: &Regs) -> bool {
+pub fn join(s: &mut Ctx, tid: pid_t, regs: &Regs) -> bool {
     let Some(l) = s.late_net.as_mut() else {
         return false;
     };

@@ -11,7 +11,7 @@
 //! (vfork), sites inside detrun's own code, and any site whose bytes are
 //! not the pattern.
 
-use crate::supervisor::Supervisor;
+use crate::ctx::Ctx;
 use crate::sys::{self, Regs};
 use detrun_shim as shim;
 use libc::pid_t;
@@ -57,7 +57,7 @@ fn reach(a: u64, b: u64) -> bool {
 
 /// After a trapped stat call returned in `tid`: count its site, and patch
 /// it at its `PATCH_AT`th trap.
-pub fn after_stat(s: &mut Supervisor, tid: pid_t, regs: &Regs) {
+pub fn after_stat(s: &mut Ctx, tid: pid_t, regs: &Regs) {
     if !s.clock_page.as_ref().is_some_and(|c| c.stat_on()) {
         return;
     }
@@ -91,7 +91,7 @@ pub fn after_stat(s: &mut Supervisor, tid: pid_t, regs: &Regs) {
 /// its three instructions would leave them for `tsc`. Only in a process
 /// with one thread, so that no other thread can be stopped inside the
 /// 9 bytes that become one jump.
-pub fn after_rdtsc(s: &mut Supervisor, tid: pid_t, regs: &mut Regs, tsc: u64) -> bool {
+pub fn after_rdtsc(s: &mut Ctx, tid: pid_t, regs: &mut Regs, tsc: u64) -> bool {
     let Some(p) = s.threads.get(&tid).map(|t| t.proc as usize) else {
         return false;
     };
@@ -140,7 +140,7 @@ pub fn after_rdtsc(s: &mut Supervisor, tid: pid_t, regs: &mut Regs, tsc: u64) ->
 /// the registers that send the thread back to the site's start, this call
 /// skipped (the stub makes it). One-thread processes only: a thread
 /// stopped after the site's `syscall` would return into the jump.
-pub fn at_read(s: &mut Supervisor, tid: pid_t, regs: &Regs) -> Option<Regs> {
+pub fn at_read(s: &mut Ctx, tid: pid_t, regs: &Regs) -> Option<Regs> {
     if !s.clock_page.as_ref().is_some_and(|c| c.stat_on()) {
         return None;
     }
@@ -168,7 +168,7 @@ pub fn at_read(s: &mut Supervisor, tid: pid_t, regs: &Regs) -> Option<Regs> {
 }
 
 /// Process `p` has one live thread.
-fn one_thread(s: &Supervisor, p: usize) -> bool {
+fn one_thread(s: &Ctx, p: usize) -> bool {
     s.world
         .threads_of(p as detrun_scheduler::ProcId)
         .iter()
@@ -181,7 +181,7 @@ fn one_thread(s: &Supervisor, p: usize) -> bool {
 /// `PATCH_AT`th trap, the syscall instruction to inject through, if the
 /// image may be patched: the shim is mapped, `rip` is not detrun's own
 /// code, and no other process shares the memory (vfork).
-fn counted(s: &mut Supervisor, p: usize, rip: u64, site: u64) -> Option<u64> {
+fn counted(s: &mut Ctx, p: usize, rip: u64, site: u64) -> Option<u64> {
     let pi = &s.procs[p];
     let insn = pi.syscall_insn;
     if pi.patch.is_ours(rip) || !pi.shim_mapped || insn == 0 {
@@ -204,7 +204,7 @@ fn counted(s: &mut Supervisor, p: usize, rip: u64, site: u64) -> Option<u64> {
 /// `at` and the bytes that replace the site. The stub is written first, so
 /// the jump is only written once it leads somewhere.
 fn install(
-    s: &mut Supervisor,
+    s: &mut Ctx,
     tid: pid_t,
     p: usize,
     insn: u64,
@@ -226,7 +226,7 @@ fn install(
 }
 
 /// A free stub slot within reach of `site`, mapping a new page if needed.
-fn stub_slot(s: &mut Supervisor, tid: pid_t, p: usize, insn: u64, site: u64) -> Option<u64> {
+fn stub_slot(s: &mut Ctx, tid: pid_t, p: usize, insn: u64, site: u64) -> Option<u64> {
     let per_page = 4096 / shim::STUB_SIZE;
     if let Some(&(a, used)) = s.procs[p]
         .patch

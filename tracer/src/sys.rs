@@ -335,3 +335,39 @@ impl SigState {
         pend & !blocked & !self.ignored & !(DEFAULT_IGNORED & !self.caught)
     }
 }
+
+/// The thread id as the guest sees it (inside the PID namespace).
+pub fn ns_tid(tid: pid_t) -> Option<pid_t> {
+    ns_ids(tid).map(|(p, _, _)| p)
+}
+
+/// `ns_tid`, or the host id where there is none.
+pub fn ns_id(tid: pid_t) -> pid_t {
+    ns_tid(tid).unwrap_or(tid)
+}
+
+/// PID, process group and session of host process `pid` in its namespace.
+pub fn ns_ids(pid: pid_t) -> Option<(pid_t, pid_t, pid_t)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let last = |key: &str| -> Option<pid_t> {
+        let l = s.lines().find(|l| l.starts_with(key))?;
+        l.split_whitespace().last()?.parse().ok()
+    };
+    let pid = last("NSpid:")?;
+    Some((
+        pid,
+        last("NSpgid:").unwrap_or(pid),
+        last("NSsid:").unwrap_or(pid),
+    ))
+}
+
+/// Is `f` ready for `events` now?
+pub fn ready(f: &std::os::fd::OwnedFd, events: i16) -> bool {
+    let mut p = libc::pollfd {
+        fd: std::os::fd::AsRawFd::as_raw_fd(f),
+        events,
+        revents: 0,
+    };
+    // SAFETY: polling one owned descriptor without blocking.
+    unsafe { libc::poll(&mut p, 1, 0) > 0 }
+}

@@ -4,7 +4,7 @@
 //! If any step fails for an image, its vDSO is hidden instead
 //! (`AT_SYSINFO_EHDR` becomes `AT_IGNORE`), and libc traps every time call.
 
-use crate::supervisor::Supervisor;
+use crate::ctx::Ctx;
 use crate::sys;
 use detrun_shim as shim;
 use libc::pid_t;
@@ -203,7 +203,7 @@ impl Drop for ClockPage {
     }
 }
 
-impl Supervisor {
+impl Ctx {
     /// Write the clock into the shared page before resuming a tracee.
     pub fn publish_clock(&self) {
         if let Some(p) = &self.clock_page {
@@ -243,7 +243,7 @@ pub fn inject(tid: pid_t, insn: u64, nr: i64, args: [u64; 6]) -> Option<i64> {
 
 /// Map the clock page into the image that just exec'd in `tid` and patch
 /// its vDSO at `vdso`. False: the vDSO must be hidden instead.
-pub fn install(s: &mut Supervisor, tid: pid_t, vdso: u64, insn: u64) -> bool {
+pub fn install(s: &mut Ctx, tid: pid_t, vdso: u64, insn: u64) -> bool {
     let Some(path) = s.clock_page.as_ref().map(|p| p.path.clone()) else {
         return false;
     };

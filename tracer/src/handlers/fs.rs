@@ -6,21 +6,15 @@
 //! so `rewinddir`, `seekdir`/`telldir` and fork-shared descriptors behave.
 
 use super::{Out, EFAULT, EINVAL};
-use crate::supervisor::{Post, Supervisor};
+use crate::ctx::Ctx;
+use crate::files::Dirent;
 use crate::sys::{self, Args, Regs};
+use crate::task::Post;
 use detrun_scheduler::fsview::Stamp;
 use libc::pid_t;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-/// One directory entry as read from the kernel.
-#[derive(Clone, Debug)]
-pub struct Dirent {
-    ino: u64,
-    typ: u8,
-    name: Vec<u8>,
-}
-
-pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
+pub fn handle(s: &mut Ctx, tid: pid_t, a: &Args, regs: Regs) -> Out {
     use crate::handlers::nr::*;
     let x = a.a;
     match a.nr {
@@ -64,8 +58,8 @@ fn wr(b: &mut [u8], o: usize, v: u64) {
 /// A Python source that predates the run keeps its real times: CPython's
 /// bytecode cache (`__pycache__/*.pyc`) records the source's real mtime and
 /// is recompiled on every import when the two differ.
-fn keeps_real_times(s: &Supervisor, tid: pid_t, path: u64, real_mtime: u64) -> bool {
-    if path == 0 || real_mtime >= s.fsv.real_start || !s.cfg.py_real_times {
+fn keeps_real_times(s: &Ctx, tid: pid_t, path: u64, real_mtime: u64) -> bool {
+    if path == 0 || real_mtime >= s.files.fsv.real_start || !s.cfg.py_real_times {
         return false;
     }
     sys::read_cstr(tid, path, 4096).is_ok_and(|p| p.ends_with(b".py"))
@@ -76,7 +70,7 @@ fn keeps_real_times(s: &Supervisor, tid: pid_t, path: u64, real_mtime: u64) -> b
 /// the call already and it succeeded: its answer is in the buffer, so the
 /// repeat is skipped and the answer rewritten here, in one stop. False:
 /// not a stat call.
-pub fn quiet(s: &mut Supervisor, tid: pid_t, regs: &Regs) -> bool {
+pub fn quiet(s: &mut Ctx, tid: pid_t, regs: &Regs) -> bool {
     let a = Args::from_regs(regs);
     let Out::Exit(_, Post::Stat { buf, statx, path }) = handle(s, tid, &a, *regs) else {
         return false;
@@ -93,17 +87,17 @@ pub fn quiet(s: &mut Supervisor, tid: pid_t, regs: &Regs) -> bool {
 
 /// Is the host's coarse clock (file stamps) still within the start's
 /// tick, so that what the run writes may look older than the run?
-pub fn start_window_open(s: &Supervisor) -> bool {
-    s.fsv.policy == detrun_scheduler::fsview::TimePolicy::Virtual && s.world_start_open()
+pub fn start_window_open(s: &Ctx) -> bool {
+    s.files.fsv.policy == detrun_scheduler::fsview::TimePolicy::Virtual && s.world_start_open()
 }
 
 /// The file behind the guest's `fd` was written by the run.
-pub fn touch_fd(s: &mut Supervisor, tid: pid_t, fd: i32) {
+pub fn touch_fd(s: &mut Ctx, tid: pid_t, fd: i32) {
     if let Some(f) = s.steal(tid, fd) {
         // SAFETY: fstat into a local struct.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         if unsafe { libc::fstat(f.as_raw_fd(), &mut st) } == 0 {
-            s.fsv.touch(dev_key(st.st_dev), st.st_ino);
+            s.files.fsv.touch(dev_key(st.st_dev), st.st_ino);
         }
     }
 }
@@ -115,28 +109,28 @@ pub fn dev_key(st_dev: u64) -> u64 {
 }
 
 /// Virtual device number, shared with the stat code in the tracees.
-fn vdev(s: &mut Supervisor, dev: u64) -> u64 {
+fn vdev(s: &mut Ctx, dev: u64) -> u64 {
     match &s.clock_page {
         Some(p) => match p.dev(dev) {
             Some(v) => v,
             None => {
                 let first = p.devs() + 1;
-                s.fsv.dev_from(dev, first)
+                s.files.fsv.dev_from(dev, first)
             }
         },
-        None => s.fsv.dev(dev),
+        None => s.files.fsv.dev(dev),
     }
 }
 
 /// Virtual inode number, shared with the stat code in the tracees (its
 /// table first; what does not fit there, here).
-pub fn vino(s: &mut Supervisor, dev: u64, ino: u64) -> u64 {
+pub fn vino(s: &mut Ctx, dev: u64, ino: u64) -> u64 {
     match &s.clock_page {
         Some(p) => match p.ino(dev, ino) {
             Some(v) => v,
-            None => s.fsv.ino_with(dev, ino, || p.next_ino()),
+            None => s.files.fsv.ino_with(dev, ino, || p.next_ino()),
         },
-        None => s.fsv.ino(dev, ino),
+        None => s.files.fsv.ino(dev, ino),
     }
 }
 
@@ -151,7 +145,7 @@ fn ts64(b: &[u8], o: usize) -> u64 {
 
 /// Exit stop of a stat call: rewrite the answer the kernel wrote (the
 /// stat code in `shim/stat.c` does the same inside the tracee).
-pub fn stat_exit(s: &mut Supervisor, tid: pid_t, regs: Regs, buf: u64, statx: bool, path: u64) {
+pub fn stat_exit(s: &mut Ctx, tid: pid_t, regs: Regs, buf: u64, statx: bool, path: u64) {
     if regs.rax == 0 && buf != 0 {
         let now = s.world.clock.realtime();
         if statx {
@@ -173,7 +167,7 @@ pub fn stat_exit(s: &mut Supervisor, tid: pid_t, regs: Regs, buf: u64, statx: bo
                     if real {
                         r
                     } else {
-                        s.fsv.time(dev, ino, st, r, now)
+                        s.files.fsv.time(dev, ino, st, r, now)
                     }
                 };
                 let m = t(Stamp::Mtime, 112);
@@ -198,8 +192,8 @@ pub fn stat_exit(s: &mut Supervisor, tid: pid_t, regs: Regs, buf: u64, statx: bo
                     (ts64(&b, 88), ts64(&b, 104))
                 } else {
                     (
-                        s.fsv.time(dev, ino, Stamp::Mtime, ts64(&b, 88), now),
-                        s.fsv.time(dev, ino, Stamp::Ctime, ts64(&b, 104), now),
+                        s.files.fsv.time(dev, ino, Stamp::Mtime, ts64(&b, 88), now),
+                        s.files.fsv.time(dev, ino, Stamp::Ctime, ts64(&b, 104), now),
                     )
                 };
                 for (o, v) in [(72, m), (88, m), (104, c)] {
@@ -272,7 +266,7 @@ fn read_dir(dirfd: &OwnedFd) -> Option<Vec<Dirent>> {
     Some(out)
 }
 
-fn getdents(s: &mut Supervisor, tid: pid_t, fd: i32, buf: u64, count: u64) -> Out {
+fn getdents(s: &mut Ctx, tid: pid_t, fd: i32, buf: u64, count: u64) -> Out {
     let Some(f) = s.steal(tid, fd) else {
         return Out::Pass;
     };
@@ -287,15 +281,15 @@ fn getdents(s: &mut Supervisor, tid: pid_t, fd: i32, buf: u64, count: u64) -> Ou
     // SAFETY: reading the shared offset.
     let pos = unsafe { libc::lseek(f.as_raw_fd(), 0, libc::SEEK_CUR) };
     let pos = if pos < 0 { 0 } else { pos as usize };
-    if pos == 0 || !s.dirs.contains_key(&key) {
+    if pos == 0 || !s.files.dirs.contains_key(&key) {
         match read_dir(&f) {
             Some(list) => {
-                s.dirs.insert(key, list);
+                s.files.dirs.insert(key, list);
             }
             None => return Out::Pass,
         }
     }
-    let Some(list) = s.dirs.get(&key) else {
+    let Some(list) = s.files.dirs.get(&key) else {
         return Out::Pass;
     };
     let cap = count.min(1 << 20) as usize;
@@ -328,6 +322,6 @@ fn getdents(s: &mut Supervisor, tid: pid_t, fd: i32, buf: u64, count: u64) -> Ou
     Out::Ret(out.len() as i64)
 }
 
-fn list_len(s: &Supervisor, key: (u64, u64)) -> usize {
-    s.dirs.get(&key).map_or(0, |l| l.len())
+fn list_len(s: &Ctx, key: (u64, u64)) -> usize {
+    s.files.dirs.get(&key).map_or(0, |l| l.len())
 }

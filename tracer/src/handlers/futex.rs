@@ -5,8 +5,9 @@
 //! death is reported.
 
 use super::{Out, EAGAIN, EFAULT, EINVAL, ENOSYS};
-use crate::supervisor::{Park, Supervisor};
+use crate::ctx::Ctx;
 use crate::sys::{self, Args};
+use crate::task::Park;
 use detrun_scheduler::{ClockId, FutexKey, ProcId, Wait};
 use libc::pid_t;
 
@@ -23,7 +24,7 @@ const FUTEX_CLOCK_REALTIME: u64 = 256;
 /// Process-shared futexes on shared mappings are keyed by the mapping's inode.
 const SHARED_SPACE: u64 = 1 << 63;
 
-impl Supervisor {
+impl Ctx {
     /// The key of the futex word at `addr` in process `p`.
     pub fn futex_key(&self, p: ProcId, addr: u64, private: bool) -> FutexKey {
         let space = self.procs[p as usize].space;
@@ -59,7 +60,7 @@ fn shared_mapping(tgid: pid_t, addr: u64) -> Option<(u64, u64)> {
     None
 }
 
-pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
+pub fn handle(s: &mut Ctx, tid: pid_t, a: &Args) -> Out {
     let Some(proc) = s.threads.get(&tid).map(|t| t.proc) else {
         return Out::Pass;
     };

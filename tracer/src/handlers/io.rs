@@ -8,8 +8,9 @@
 //! would be.
 
 use super::{Out, EFAULT, EINVAL};
-use crate::supervisor::{Park, Supervisor, WriteCont};
-use crate::sys::{self, Args, Regs};
+use crate::ctx::Ctx;
+use crate::sys::{self, ready, Args, Regs};
+use crate::task::{Park, WriteCont};
 use detrun_scheduler::Wait;
 use libc::pid_t;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -32,7 +33,7 @@ enum Probe {
     Block(OwnedFd),
 }
 
-impl Supervisor {
+impl Ctx {
     pub fn steal(&self, tid: pid_t, fd: i32) -> Option<OwnedFd> {
         let p = self.threads.get(&tid)?.proc;
         let pidfd = self.procs[p as usize].pidfd;
@@ -41,16 +42,6 @@ impl Supervisor {
         }
         sys::pidfd_getfd(pidfd, fd).ok()
     }
-}
-
-pub(crate) fn ready(f: &OwnedFd, events: i16) -> bool {
-    let mut p = libc::pollfd {
-        fd: f.as_raw_fd(),
-        events,
-        revents: 0,
-    };
-    // SAFETY: polling one owned descriptor without blocking.
-    unsafe { libc::poll(&mut p, 1, 0) > 0 }
 }
 
 fn mode_of(f: &OwnedFd) -> Option<(u32, u64)> {
@@ -68,7 +59,7 @@ pub(crate) fn nonblocking(f: &OwnedFd) -> bool {
     fl >= 0 && fl & libc::O_NONBLOCK != 0
 }
 
-fn probe(s: &Supervisor, tid: pid_t, fd: u64, events: i16) -> Probe {
+fn probe(s: &Ctx, tid: pid_t, fd: u64, events: i16) -> Probe {
     let Some(f) = s.steal(tid, fd as i32) else {
         return Probe::File;
     };
@@ -89,7 +80,7 @@ fn probe(s: &Supervisor, tid: pid_t, fd: u64, events: i16) -> Probe {
     }
 }
 
-fn park_on(s: &mut Supervisor, tid: pid_t, fds: Vec<(OwnedFd, i16)>) -> Out {
+fn park_on(s: &mut Ctx, tid: pid_t, fds: Vec<(OwnedFd, i16)>) -> Out {
     if let Some(t) = s.threads.get_mut(&tid) {
         t.io = fds;
     }
@@ -98,7 +89,7 @@ fn park_on(s: &mut Supervisor, tid: pid_t, fds: Vec<(OwnedFd, i16)>) -> Out {
 
 /// Park on one descriptor, in the thread's own list (no allocation: the
 /// list keeps its capacity from park to park).
-fn park_on_one(s: &mut Supervisor, tid: pid_t, f: OwnedFd, events: i16) -> Out {
+fn park_on_one(s: &mut Ctx, tid: pid_t, f: OwnedFd, events: i16) -> Out {
     if let Some(t) = s.threads.get_mut(&tid) {
         t.io.clear();
         t.io.push((f, events));
@@ -107,14 +98,14 @@ fn park_on_one(s: &mut Supervisor, tid: pid_t, f: OwnedFd, events: i16) -> Out {
 }
 
 /// Readiness check for a call that reads (`events` = POLLIN) or writes.
-fn simple(s: &mut Supervisor, tid: pid_t, fd: u64, events: i16) -> Out {
+fn simple(s: &mut Ctx, tid: pid_t, fd: u64, events: i16) -> Out {
     match probe(s, tid, fd, events) {
         Probe::File | Probe::Random | Probe::Ready(_) => Out::Pass,
         Probe::Block(f) => park_on_one(s, tid, f, events),
     }
 }
 
-pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
+pub fn handle(s: &mut Ctx, tid: pid_t, a: &Args, regs: Regs) -> Out {
     use crate::handlers::nr::*;
     let x = a.a;
     match a.nr {
@@ -216,14 +207,14 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
 }
 
 /// Park until another thread has run (locks have no readiness to poll).
-fn retry_later(s: &mut Supervisor, tid: pid_t) -> Out {
+fn retry_later(s: &mut Ctx, tid: pid_t) -> Out {
     if let Some(t) = s.threads.get_mut(&tid) {
         t.io.clear();
     }
     Out::Park(Park::Retry, Wait::Io, None)
 }
 
-fn flock(s: &mut Supervisor, tid: pid_t, fd: u64, op: u64) -> Out {
+fn flock(s: &mut Ctx, tid: pid_t, fd: u64, op: u64) -> Out {
     if op & libc::LOCK_NB as u64 != 0 {
         return Out::Pass;
     }
@@ -243,7 +234,7 @@ fn flock(s: &mut Supervisor, tid: pid_t, fd: u64, op: u64) -> Out {
     Out::Ret(-(e as i64))
 }
 
-fn readv_random(s: &mut Supervisor, tid: pid_t, iov: u64, cnt: u64) -> i64 {
+fn readv_random(s: &mut Ctx, tid: pid_t, iov: u64, cnt: u64) -> i64 {
     if cnt > 1024 {
         return EINVAL;
     }
@@ -311,16 +302,16 @@ fn segments(
 /// duplicate of the descriptor, parking the guest while the pipe or socket
 /// is full. The guest sees one call that wrote everything, as a blocking
 /// write would.
-fn write(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
+fn write(s: &mut Ctx, tid: pid_t, a: &Args) -> Out {
     let fd = a.a[0] as i32;
     if super::fs::start_window_open(s) {
         super::fs::touch_fd(s, tid, fd);
     }
     let total = if a.nr == libc::SYS_writev {
-        let mut segs = std::mem::take(&mut s.io_segs);
+        let mut segs = std::mem::take(&mut s.io.segs);
         let r = segments(tid, a.nr, &a.a, 0, &mut segs);
         let total = segs.iter().fold(0u64, |t, x| t.saturating_add(x.1));
-        s.io_segs = segs;
+        s.io.segs = segs;
         match r {
             Ok(()) => total,
             Err(e) => return Out::Ret(e),
@@ -343,13 +334,13 @@ fn write(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
     let is_sock = mode_of(&f).is_some_and(|m| m.0 == libc::S_IFSOCK);
     let nosig = a.nr == libc::SYS_sendto && a.a[3] & libc::MSG_NOSIGNAL as u64 != 0;
     // One buffer for the run: no allocation (or zeroing) per write.
-    let mut buf = std::mem::take(&mut s.io_buf);
+    let mut buf = std::mem::take(&mut s.io.buf);
     if buf.len() < COPY_BUF {
         buf.resize(COPY_BUF, 0);
     }
     let n = COPY_BUF.min(total as usize).max(1);
     let out = copy_out(s, tid, a, (f, w), total, (is_sock, nosig), &mut buf[..n]);
-    s.io_buf = buf;
+    s.io.buf = buf;
     out
 }
 
@@ -359,7 +350,7 @@ const COPY_BUF: usize = 65536;
 /// The loop of [`write`]: gather the guest's bytes into `buf` and write
 /// them without blocking, parking the guest when the descriptor is full.
 fn copy_out(
-    s: &mut Supervisor,
+    s: &mut Ctx,
     tid: pid_t,
     a: &Args,
     (f, mut w): (OwnedFd, WriteCont),
@@ -368,9 +359,9 @@ fn copy_out(
     buf: &mut [u8],
 ) -> Out {
     while w.done < total {
-        let mut segs = std::mem::take(&mut s.io_segs);
+        let mut segs = std::mem::take(&mut s.io.segs);
         if let Err(e) = segments(tid, a.nr, &a.a, w.done, &mut segs) {
-            s.io_segs = segs;
+            s.io.segs = segs;
             return finish(s, tid, w, e);
         }
         // Gather up to one buffer of the remaining bytes.
@@ -387,7 +378,7 @@ fn copy_out(
             }
             n += take;
         }
-        s.io_segs = segs;
+        s.io.segs = segs;
         if fault {
             return finish(s, tid, w, EFAULT);
         }
@@ -415,7 +406,7 @@ fn copy_out(
     finish(s, tid, w, 0)
 }
 
-fn finish(s: &mut Supervisor, tid: pid_t, w: WriteCont, err: i64) -> Out {
+fn finish(s: &mut Ctx, tid: pid_t, w: WriteCont, err: i64) -> Out {
     if let Some(t) = s.threads.get_mut(&tid) {
         t.wcont = None;
     }
@@ -457,7 +448,7 @@ fn nb_write(f: &OwnedFd, data: &[u8], sock: bool) -> i64 {
     }
 }
 
-fn deadline_ms(s: &Supervisor, ms: i64) -> Option<u64> {
+fn deadline_ms(s: &Ctx, ms: i64) -> Option<u64> {
     (ms >= 0).then(|| {
         s.world
             .clock
@@ -466,7 +457,7 @@ fn deadline_ms(s: &Supervisor, ms: i64) -> Option<u64> {
     })
 }
 
-fn deadline_ts(s: &Supervisor, tid: pid_t, addr: u64) -> Result<Option<u64>, i64> {
+fn deadline_ts(s: &Ctx, tid: pid_t, addr: u64) -> Result<Option<u64>, i64> {
     if addr == 0 {
         return Ok(None);
     }
@@ -476,7 +467,7 @@ fn deadline_ts(s: &Supervisor, tid: pid_t, addr: u64) -> Result<Option<u64>, i64
 
 /// Park a poll-like call until one of `fds` is ready or `deadline`.
 fn poll_wait(
-    s: &mut Supervisor,
+    s: &mut Ctx,
     tid: pid_t,
     fds: Vec<(OwnedFd, i16)>,
     any_ready: bool,
@@ -495,7 +486,7 @@ fn poll_wait(
 
 /// Steal each descriptor and check readiness; a descriptor that cannot be
 /// stolen is "ready" (the kernel reports POLLNVAL at once).
-fn gather(s: &Supervisor, tid: pid_t, want: &[(i32, i16)]) -> (Vec<(OwnedFd, i16)>, bool) {
+fn gather(s: &Ctx, tid: pid_t, want: &[(i32, i16)]) -> (Vec<(OwnedFd, i16)>, bool) {
     let mut out = Vec::with_capacity(want.len());
     let mut any = false;
     for &(fd, ev) in want {
@@ -522,7 +513,7 @@ fn read_mask(tid: pid_t, addr: u64) -> Result<Option<u64>, i64> {
     sys::read_u64(tid, addr).map(Some).map_err(|_| EFAULT)
 }
 
-fn poll(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
+fn poll(s: &mut Ctx, tid: pid_t, a: &Args) -> Out {
     let x = a.a;
     let n = x[1];
     if n > 65536 {
@@ -557,7 +548,7 @@ fn poll(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
     poll_wait(s, tid, fds, any, deadline, mask)
 }
 
-fn select(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
+fn select(s: &mut Ctx, tid: pid_t, a: &Args) -> Out {
     let x = a.a;
     let nfds = x[0] as i32;
     if !(0..=1024 * 64).contains(&nfds) {
@@ -615,7 +606,7 @@ fn select(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
     poll_wait(s, tid, fds, any, deadline, mask)
 }
 
-fn epoll(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
+fn epoll(s: &mut Ctx, tid: pid_t, a: &Args) -> Out {
     let x = a.a;
     let (deadline, mask) = match a.nr {
         libc::SYS_epoll_wait => (deadline_ms(s, x[3] as i32 as i64), None),
@@ -642,7 +633,7 @@ fn epoll(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
 
 /// A poll-like call reached its virtual deadline: make the real call
 /// return at once by zeroing its timeout.
-pub fn expire_poll(s: &mut Supervisor, tid: pid_t) {
+pub fn expire_poll(s: &mut Ctx, tid: pid_t) {
     let _ = s;
     let Ok(mut r) = sys::get_regs(tid) else {
         return;

@@ -2,21 +2,14 @@
 //! faults, scheduling calls, and the calls detrun refuses or only reports.
 
 use super::{Out, EFAULT, EINVAL, ENOSYS};
-use crate::supervisor::Supervisor;
+use crate::ctx::Ctx;
 use crate::sys::{self, Args, Regs};
 use libc::pid_t;
-
-/// Execute the real `cpuid` instruction (in the supervisor, not a tracee).
-pub fn host_cpuid(leaf: u32, sub: u32) -> [u32; 4] {
-    // SAFETY: cpuid is available on every x86_64 CPU.
-    let r = std::arch::x86_64::__cpuid_count(leaf, sub);
-    [r.eax, r.ebx, r.ecx, r.edx]
-}
 
 /// Largest getrandom answer the kernel gives in one call.
 const GETRANDOM_MAX: usize = 33_554_431;
 
-pub fn fill_random(s: &mut Supervisor, tid: pid_t, buf: u64, len: usize) -> i64 {
+pub fn fill_random(s: &mut Ctx, tid: pid_t, buf: u64, len: usize) -> i64 {
     let Some(p) = s.threads.get(&tid).map(|t| t.proc) else {
         return EFAULT;
     };
@@ -40,7 +33,7 @@ fn field(b: &mut [u8], i: usize, v: &str) {
     f[..n].copy_from_slice(&v.as_bytes()[..n]);
 }
 
-pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
+pub fn handle(s: &mut Ctx, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
     use crate::handlers::nr::*;
     let x = a.a;
     match a.nr {
@@ -165,7 +158,7 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
 }
 
 /// A syscall the supervisor has no handler for.
-pub fn unknown(s: &mut Supervisor, a: &Args) -> Out {
+pub fn unknown(s: &mut Ctx, a: &Args) -> Out {
     let name = crate::sysnames::name(a.nr)
         .map(str::to_string)
         .unwrap_or_else(|| format!("syscall {}", a.nr));
@@ -189,7 +182,7 @@ pub fn unknown(s: &mut Supervisor, a: &Args) -> Out {
 
 /// A SIGSEGV at `rdtsc`, `rdtscp` or `cpuid` (faulting on purpose): emulate
 /// the instruction. Returns false for a real fault.
-pub fn emulate_fault(s: &mut Supervisor, tid: pid_t) -> bool {
+pub fn emulate_fault(s: &mut Ctx, tid: pid_t) -> bool {
     let Ok(si) = sys::get_siginfo(tid) else {
         return false;
     };

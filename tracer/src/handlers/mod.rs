@@ -7,6 +7,7 @@
 //! changed arguments, possibly with an exit stop to look at the result), or
 //! park the thread in the world.
 
+pub mod exec;
 pub mod fs;
 pub mod futex;
 pub mod io;
@@ -46,9 +47,10 @@ pub mod nr {
     };
 }
 
-use crate::supervisor::{Park, Post, Supervisor};
+use crate::ctx::Ctx;
 use crate::sys::{self, Args, Regs};
 use crate::table::{self, Family};
+use crate::task::{Park, Post};
 use detrun_scheduler::Wait;
 use libc::pid_t;
 
@@ -79,7 +81,7 @@ pub enum Out {
 }
 
 /// Handle the syscall the running thread `tid` stopped at.
-pub fn dispatch(s: &mut Supervisor, tid: pid_t, regs: Regs) {
+pub fn dispatch(s: &mut Ctx, tid: pid_t, regs: Regs) {
     let a = Args::from_regs(&regs);
     if s.cfg.backtrace_turn == Some(s.world.decisions) && !s.backtrace_done {
         s.backtrace_done = true;
@@ -94,9 +96,9 @@ pub fn dispatch(s: &mut Supervisor, tid: pid_t, regs: Regs) {
     apply(s, tid, a.nr, out, regs);
 }
 
-fn route(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
+fn route(s: &mut Ctx, tid: pid_t, a: &Args, regs: Regs) -> Out {
     use crate::handlers::nr::*;
-    if s.copy_mode {
+    if s.copy.on {
         if let Some(o) = vpid::route(s, tid, a, regs) {
             return o;
         }
@@ -145,14 +147,14 @@ fn route(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
     }
 }
 
-fn trace_event(s: &mut Supervisor, tid: pid_t, a: &Args, out: &Out) {
+fn trace_event(s: &mut Ctx, tid: pid_t, a: &Args, out: &Out) {
     let Some(vt) = s.threads.get(&tid).map(|t| t.vt) else {
         return;
     };
     let result = match out {
         // Copy mode answers what the base run passes to the kernel: the
         // trace records the call as the base run would.
-        _ if s.copy_mode && vpid::EMULATED.contains(&a.nr) => None,
+        _ if s.copy.on && vpid::EMULATED.contains(&a.nr) => None,
         Out::Ret(v) | Out::Yield(v) => Some(*v),
         _ => None,
     };
@@ -168,7 +170,7 @@ fn trace_event(s: &mut Supervisor, tid: pid_t, a: &Args, out: &Out) {
 
 /// Carry out a handler's answer. `regs` are the registers at the stop
 /// (handlers that change them return them in the answer).
-fn apply(s: &mut Supervisor, tid: pid_t, nr: i64, out: Out, mut regs: Regs) {
+fn apply(s: &mut Ctx, tid: pid_t, nr: i64, out: Out, mut regs: Regs) {
     match out {
         Out::Ret(v) => {
             regs.orig_rax = u64::MAX;
@@ -193,7 +195,7 @@ fn apply(s: &mut Supervisor, tid: pid_t, nr: i64, out: Out, mut regs: Regs) {
             regs.orig_rax = u64::MAX;
             regs.rax = v as u64;
             let _ = sys::set_regs(tid, &regs);
-            s.yield_running(tid, crate::supervisor::Resume::Cont(0));
+            s.yield_running(tid, crate::task::Resume::Cont(0));
         }
         Out::Done => {}
         Out::Again => {
@@ -205,7 +207,7 @@ fn apply(s: &mut Supervisor, tid: pid_t, nr: i64, out: Out, mut regs: Regs) {
 }
 
 /// At the syscall-exit stop that a handler asked for.
-pub fn on_syscall_exit(s: &mut Supervisor, tid: pid_t) {
+pub fn on_syscall_exit(s: &mut Ctx, tid: pid_t) {
     let post = match s.threads.get_mut(&tid) {
         Some(t) => std::mem::replace(&mut t.post, Post::None),
         None => return,

@@ -6,11 +6,13 @@
 //! AF_UNIX sockets of the guest's own) return `None` and go on to their
 //! usual handler.
 
-use super::io::{nonblocking, ready};
+use super::io::nonblocking;
 use super::{Out, EFAULT, EINVAL};
+use crate::ctx::Ctx;
 use crate::net::{encode_addr, read_addr, write_addr};
-use crate::supervisor::{Post, Supervisor};
+use crate::sys::ready;
 use crate::sys::{self, Args, Regs};
+use crate::task::Post;
 use detrun_scheduler::net::{Family, Proto, SockId};
 use libc::pid_t;
 use std::net::SocketAddr;
@@ -22,7 +24,7 @@ fn err(e: i32) -> Out {
 
 /// `socket(AF_INET*, ...)`: create an AF_UNIX socket of the same type
 /// instead, and register it at the exit.
-pub fn socket(s: &mut Supervisor, a: &Args, regs: Regs) -> Out {
+pub fn socket(s: &mut Ctx, a: &Args, regs: Regs) -> Out {
     let family = if a.a[0] as i32 == libc::AF_INET6 {
         Family::V6
     } else {
@@ -61,7 +63,7 @@ pub fn socket(s: &mut Supervisor, a: &Args, regs: Regs) -> Out {
 }
 
 pub fn socket_exit(
-    s: &mut Supervisor,
+    s: &mut Ctx,
     tid: pid_t,
     mut regs: Regs,
     proto: Proto,
@@ -88,7 +90,7 @@ pub fn socket_exit(
 /// handle. Plain reads and writes need it only when a socket has an error
 /// to report or (writes) a UDP socket exists: a TCP socket's bytes are the
 /// kernel's, so the usual descriptor handler does without a second look.
-pub fn may_concern(s: &Supervisor, nr: i64) -> bool {
+pub fn may_concern(s: &Ctx, nr: i64) -> bool {
     if s.net.cookies.is_empty() {
         return false;
     }
@@ -101,7 +103,7 @@ pub fn may_concern(s: &Supervisor, nr: i64) -> bool {
 }
 
 /// The virtual socket behind a guest descriptor.
-fn vsock(s: &Supervisor, tid: pid_t, fd: u64) -> Option<(SockId, OwnedFd)> {
+fn vsock(s: &Ctx, tid: pid_t, fd: u64) -> Option<(SockId, OwnedFd)> {
     if s.net.cookies.is_empty() {
         return None;
     }
@@ -110,7 +112,7 @@ fn vsock(s: &Supervisor, tid: pid_t, fd: u64) -> Option<(SockId, OwnedFd)> {
     Some((id, f))
 }
 
-fn sock_type(s: &Supervisor, id: SockId) -> i32 {
+fn sock_type(s: &Ctx, id: SockId) -> i32 {
     match s.world.net.sock(id).map(|x| x.proto) {
         Some(Proto::Udp) => libc::SOCK_DGRAM,
         _ => libc::SOCK_STREAM,
@@ -118,18 +120,18 @@ fn sock_type(s: &Supervisor, id: SockId) -> i32 {
 }
 
 /// A v6-only socket cannot reach an IPv4 (mapped) address.
-fn v6only_blocks(s: &Supervisor, id: SockId, dest: SocketAddr) -> bool {
+fn v6only_blocks(s: &Ctx, id: SockId, dest: SocketAddr) -> bool {
     let v6only = s.world.net.sock(id).is_some_and(|x| x.v6only);
     v6only && matches!(dest, SocketAddr::V6(a) if a.ip().to_ipv4_mapped().is_some())
 }
 
-fn is_v6(s: &Supervisor, id: SockId) -> bool {
+fn is_v6(s: &Ctx, id: SockId) -> bool {
     s.world.net.sock(id).is_some_and(|x| x.family == Family::V6)
 }
 
 /// Handle a socket-family call on a virtual socket, or `None` to let the
 /// usual handler have it.
-pub fn intercept(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Option<Out> {
+pub fn intercept(s: &mut Ctx, tid: pid_t, a: &Args, regs: Regs) -> Option<Out> {
     use libc::{
         SYS_accept, SYS_accept4, SYS_bind, SYS_connect, SYS_getpeername, SYS_getsockname,
         SYS_getsockopt, SYS_listen, SYS_read, SYS_readv, SYS_recvfrom, SYS_recvmmsg, SYS_recvmsg,
@@ -266,7 +268,7 @@ pub fn intercept(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Option
 }
 
 /// Say once per address why the guest's connection failed.
-fn unreachable(s: &mut Supervisor, e: i32) -> Out {
+fn unreachable(s: &mut Ctx, e: i32) -> Out {
     let ext = &s.world.net.stats.external;
     while s.net.warned < ext.len() {
         eprintln!(
@@ -286,7 +288,7 @@ fn unspecified(v6: bool) -> SocketAddr {
     }
 }
 
-fn check_family(s: &Supervisor, id: SockId, a: SocketAddr) -> Result<(), i32> {
+fn check_family(s: &Ctx, id: SockId, a: SocketAddr) -> Result<(), i32> {
     match (is_v6(s, id), a) {
         (false, SocketAddr::V6(_)) => Err(libc::EAFNOSUPPORT),
         (true, SocketAddr::V4(_)) => Err(libc::EAFNOSUPPORT),
@@ -296,12 +298,7 @@ fn check_family(s: &Supervisor, id: SockId, a: SocketAddr) -> Result<(), i32> {
 
 /// Bind in the world and name the kernel socket; an address held by a
 /// socket whose guest closed it is taken over.
-fn bind_at(
-    s: &mut Supervisor,
-    id: SockId,
-    f: &OwnedFd,
-    addr: SocketAddr,
-) -> Result<SocketAddr, i32> {
+fn bind_at(s: &mut Ctx, id: SockId, f: &OwnedFd, addr: SocketAddr) -> Result<SocketAddr, i32> {
     for _ in 0..64 {
         match s.world.net.bind(id, addr) {
             Ok(l) => {
@@ -318,7 +315,7 @@ fn bind_at(
     Err(libc::EADDRINUSE)
 }
 
-fn bind(s: &mut Supervisor, tid: pid_t, id: SockId, f: &OwnedFd, ptr: u64, len: u64) -> Out {
+fn bind(s: &mut Ctx, tid: pid_t, id: SockId, f: &OwnedFd, ptr: u64, len: u64) -> Out {
     let addr = match read_addr(tid, ptr, len) {
         Ok(Some(a)) => a,
         Ok(None) => return err(libc::EAFNOSUPPORT),
@@ -334,7 +331,7 @@ fn bind(s: &mut Supervisor, tid: pid_t, id: SockId, f: &OwnedFd, ptr: u64, len: 
 }
 
 /// Name the kernel socket after an implicit bind in the world.
-fn ensure_named(s: &mut Supervisor, id: SockId, f: &OwnedFd) -> Result<(), i32> {
+fn ensure_named(s: &mut Ctx, id: SockId, f: &OwnedFd) -> Result<(), i32> {
     if s.world.net.sock(id).is_some_and(|x| x.local.is_some()) {
         s.net.name(id, f)
     } else {
@@ -342,7 +339,7 @@ fn ensure_named(s: &mut Supervisor, id: SockId, f: &OwnedFd) -> Result<(), i32> 
     }
 }
 
-fn listen(s: &mut Supervisor, id: SockId, f: &OwnedFd, backlog: u64) -> Out {
+fn listen(s: &mut Ctx, id: SockId, f: &OwnedFd, backlog: u64) -> Out {
     if let Err(e) = s.world.net.listen(id) {
         return err(e);
     }
@@ -359,7 +356,7 @@ fn listen(s: &mut Supervisor, id: SockId, f: &OwnedFd, backlog: u64) -> Out {
     Out::Ret(0)
 }
 
-fn connect_tcp(s: &mut Supervisor, tid: pid_t, id: SockId, f: &OwnedFd, ptr: u64, len: u64) -> Out {
+fn connect_tcp(s: &mut Ctx, tid: pid_t, id: SockId, f: &OwnedFd, ptr: u64, len: u64) -> Out {
     let dest = match read_addr(tid, ptr, len) {
         Ok(Some(a)) => a,
         Ok(None) => return err(libc::EAFNOSUPPORT),
@@ -428,7 +425,7 @@ fn connect_tcp(s: &mut Supervisor, tid: pid_t, id: SockId, f: &OwnedFd, ptr: u64
     err(libc::ECONNREFUSED)
 }
 
-fn connect_udp(s: &mut Supervisor, tid: pid_t, id: SockId, f: &OwnedFd, ptr: u64, len: u64) -> Out {
+fn connect_udp(s: &mut Ctx, tid: pid_t, id: SockId, f: &OwnedFd, ptr: u64, len: u64) -> Out {
     let dest = match read_addr(tid, ptr, len) {
         Ok(Some(a)) => a,
         Ok(None) => {
@@ -465,7 +462,7 @@ fn connect_udp(s: &mut Supervisor, tid: pid_t, id: SockId, f: &OwnedFd, ptr: u64
 }
 
 pub fn accept_exit(
-    s: &mut Supervisor,
+    s: &mut Ctx,
     tid: pid_t,
     mut regs: Regs,
     listener: SockId,
@@ -502,7 +499,7 @@ pub fn accept_exit(
 const SOL_SOCKET: i32 = libc::SOL_SOCKET;
 
 fn setsockopt(
-    s: &mut Supervisor,
+    s: &mut Ctx,
     tid: pid_t,
     id: SockId,
     level: i32,
@@ -556,7 +553,7 @@ fn setsockopt(
 
 #[allow(clippy::too_many_arguments)]
 fn getsockopt(
-    s: &mut Supervisor,
+    s: &mut Ctx,
     tid: pid_t,
     id: SockId,
     f: &OwnedFd,
@@ -719,13 +716,7 @@ fn read_msghdr(tid: pid_t, p: u64) -> Result<MsgHdr, i64> {
 }
 
 /// Send one datagram of `data` from `id` to `dest` (or its peer).
-fn send_one(
-    s: &mut Supervisor,
-    f: &OwnedFd,
-    id: SockId,
-    dest: Option<SocketAddr>,
-    data: Vec<u8>,
-) -> i64 {
+fn send_one(s: &mut Ctx, f: &OwnedFd, id: SockId, dest: Option<SocketAddr>, data: Vec<u8>) -> i64 {
     let Some(dest) = dest.or_else(|| s.world.net.sock(id).and_then(|x| x.peer)) else {
         return -(libc::EDESTADDRREQ as i64);
     };
@@ -774,7 +765,7 @@ fn dest_of(tid: pid_t, ptr: u64, len: u64) -> Result<Option<SocketAddr>, i64> {
     }
 }
 
-fn udp_send(s: &mut Supervisor, tid: pid_t, id: SockId, f: &OwnedFd, a: &Args) -> Out {
+fn udp_send(s: &mut Ctx, tid: pid_t, id: SockId, f: &OwnedFd, a: &Args) -> Out {
     use libc::{SYS_sendmsg, SYS_sendto, SYS_write, SYS_writev};
     let x = a.a;
     let r = match a.nr {
@@ -823,7 +814,7 @@ fn udp_send(s: &mut Supervisor, tid: pid_t, id: SockId, f: &OwnedFd, a: &Args) -
 }
 
 /// After a send, the socket may have been bound: name it so replies reach it.
-fn finish_send(s: &mut Supervisor, f: &OwnedFd, id: SockId, r: i64) -> Out {
+fn finish_send(s: &mut Ctx, f: &OwnedFd, id: SockId, r: i64) -> Out {
     if let Err(e) = ensure_named(s, id, f) {
         return err(e);
     }
@@ -833,7 +824,7 @@ fn finish_send(s: &mut Supervisor, f: &OwnedFd, id: SockId, r: i64) -> Out {
 /// Receive one datagram through the supervisor's duplicate, writing the
 /// payload and the virtual source address into the guest.
 fn recv_one(
-    s: &Supervisor,
+    s: &Ctx,
     f: &OwnedFd,
     flags: i32,
     cap: usize,
@@ -867,7 +858,7 @@ fn recv_one(
     Ok((buf, full, src))
 }
 
-fn udp_recv(s: &mut Supervisor, tid: pid_t, id: SockId, f: &OwnedFd, a: &Args) -> Out {
+fn udp_recv(s: &mut Ctx, tid: pid_t, id: SockId, f: &OwnedFd, a: &Args) -> Out {
     use libc::{SYS_recvfrom, SYS_recvmsg, MSG_DONTWAIT, MSG_TRUNC};
     let x = a.a;
     let v6 = is_v6(s, id);
@@ -922,14 +913,7 @@ fn udp_recv(s: &mut Supervisor, tid: pid_t, id: SockId, f: &OwnedFd, a: &Args) -
     }
 }
 
-fn recv_msg(
-    s: &Supervisor,
-    tid: pid_t,
-    f: &OwnedFd,
-    hdr: u64,
-    flags: i32,
-    v6: bool,
-) -> Result<i64, i64> {
+fn recv_msg(s: &Ctx, tid: pid_t, f: &OwnedFd, hdr: u64, flags: i32, v6: bool) -> Result<i64, i64> {
     let m = read_msghdr(tid, hdr)?;
     let cap = m.iov.iter().fold(0u64, |t, v| t.saturating_add(v.1));
     let (data, full, src) = recv_one(s, f, flags, cap as usize)?;

@@ -4,37 +4,15 @@
 //! cannot trace).
 
 use super::{Out, EFAULT, EPERM};
-use crate::supervisor::{Park, Post, Supervisor};
+use crate::ctx::Ctx;
 use crate::sys::{self, Args, Regs};
-use detrun_scheduler::{Wait, WakeReason};
+use crate::task::{Park, Post};
+use detrun_scheduler::Wait;
 use libc::pid_t;
 
+pub use crate::sys::{ns_id, ns_ids, ns_tid};
+
 const CLONE_UNTRACED: u64 = 0x0080_0000;
-
-/// The thread id as the guest sees it (inside the PID namespace).
-pub fn ns_tid(tid: pid_t) -> Option<pid_t> {
-    ns_ids(tid).map(|(p, _, _)| p)
-}
-
-/// `ns_tid`, or the host id where there is none.
-pub fn ns_id(tid: pid_t) -> pid_t {
-    ns_tid(tid).unwrap_or(tid)
-}
-
-/// PID, process group and session of host process `pid` in its namespace.
-pub fn ns_ids(pid: pid_t) -> Option<(pid_t, pid_t, pid_t)> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let last = |key: &str| -> Option<pid_t> {
-        let l = s.lines().find(|l| l.starts_with(key))?;
-        l.split_whitespace().last()?.parse().ok()
-    };
-    let pid = last("NSpid:")?;
-    Some((
-        pid,
-        last("NSpgid:").unwrap_or(pid),
-        last("NSsid:").unwrap_or(pid),
-    ))
-}
 
 /// At an interrupt stop: was the thread inside a syscall (which the kernel
 /// will restart when it resumes)?
@@ -45,7 +23,7 @@ pub fn was_in_syscall(tid: pid_t) -> bool {
     })
 }
 
-pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
+pub fn handle(s: &mut Ctx, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
     use crate::handlers::nr::*;
     let x = a.a;
     match a.nr {
@@ -121,7 +99,7 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
         SYS_wait4 | SYS_waitid => {
             let opts_arg = if a.nr == SYS_wait4 { 2 } else { 3 };
             let orig = x[opts_arg];
-            if orig & WNOHANG as u64 != 0 && !s.track_ids {
+            if orig & WNOHANG as u64 != 0 && !s.copy.track_ids {
                 return Out::Pass;
             }
             sys::set_arg(&mut regs, opts_arg, orig | WNOHANG as u64);
@@ -145,14 +123,7 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
 }
 
 /// Exit stop of a wait made non-blocking: park if nothing was ready.
-pub fn wait_exit(
-    s: &mut Supervisor,
-    tid: pid_t,
-    regs: Regs,
-    opts_arg: usize,
-    orig: u64,
-    infop: u64,
-) {
+pub fn wait_exit(s: &mut Ctx, tid: pid_t, regs: Regs, opts_arg: usize, orig: u64, infop: u64) {
     let r = regs.rax as i64;
     let nothing = if regs.orig_rax as i64 == libc::SYS_waitid {
         r == 0 && infop != 0 && sys::read_u32(tid, infop + 16).is_ok_and(|pid| pid == 0)
@@ -161,7 +132,7 @@ pub fn wait_exit(
     };
     let mut orig_regs = regs;
     sys::set_arg(&mut orig_regs, opts_arg, orig);
-    if !nothing && r >= 0 && s.track_ids {
+    if !nothing && r >= 0 && s.copy.track_ids {
         // Reaped (unless WNOWAIT): a checkpoint must not offer it again.
         let pid = if regs.orig_rax as i64 == libc::SYS_waitid {
             sys::read_u32(tid, infop + 16).map_or(0, |p| p as pid_t)
@@ -188,7 +159,7 @@ pub fn wait_exit(
 }
 
 /// PTRACE_EVENT_CLONE/FORK/VFORK of the running thread `tid`.
-pub fn on_clone_event(s: &mut Supervisor, tid: pid_t, event: i32) {
+pub fn on_clone_event(s: &mut Ctx, tid: pid_t, event: i32) {
     let Ok(child) = sys::event_msg(tid).map(|m| m as pid_t) else {
         let _ = s.cont(tid, 0);
         return;
@@ -211,7 +182,7 @@ pub fn on_clone_event(s: &mut Supervisor, tid: pid_t, event: i32) {
         p
     };
     s.add_thread(child, proc, ctid);
-    let vchild = if s.copy_mode {
+    let vchild = if s.copy.on {
         Some(copy_mode_ids(
             s, tid, child, proc, pproc, is_thread, flags, ptid_addr, ctid_addr,
         ))
@@ -257,7 +228,7 @@ pub fn on_clone_event(s: &mut Supervisor, tid: pid_t, event: i32) {
 /// where the kernel wrote the real one.
 #[allow(clippy::too_many_arguments)]
 fn copy_mode_ids(
-    s: &mut Supervisor,
+    s: &mut Ctx,
     parent: pid_t,
     child: pid_t,
     proc: detrun_scheduler::ProcId,
@@ -267,8 +238,8 @@ fn copy_mode_ids(
     ptid_addr: u64,
     ctid_addr: u64,
 ) -> pid_t {
-    let v = s.next_vpid;
-    s.next_vpid += 1;
+    let v = s.copy.next_vpid;
+    s.copy.next_vpid += 1;
     let ns = ns_id(child);
     if let Some(t) = s.threads.get_mut(&child) {
         t.vtid = v;
@@ -291,13 +262,4 @@ fn copy_mode_ids(
         let _ = sys::write_u32(child, ctid_addr, v as u32);
     }
     v
-}
-
-impl Supervisor {
-    /// Wake Child waiters (a child changed state).
-    pub fn wake_child_waiters(&mut self) {
-        for vt in self.world.parked(|w| w == Wait::Child) {
-            self.world.wake(vt, WakeReason::Woken);
-        }
-    }
 }

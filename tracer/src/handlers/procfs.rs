@@ -5,8 +5,9 @@
 //! virtual time and fault and context-switch counters zeroed.
 
 use super::Out;
-use crate::supervisor::{Post, Supervisor};
+use crate::ctx::Ctx;
 use crate::sys::{self, Args, Regs};
+use crate::task::Post;
 use libc::pid_t;
 
 /// (pid part, file) of a path this module answers, e.g. ("self", "stat").
@@ -70,7 +71,7 @@ fn virtual_status(text: &str, ncpus: u32) -> String {
         + "\n"
 }
 
-pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
+pub fn handle(s: &mut Ctx, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
     let path_arg = if a.nr == libc::SYS_open { 0 } else { 1 };
     let ptr = a.a[path_arg];
     let Ok(raw) = sys::read_cstr(tid, ptr, 256) else {
@@ -110,8 +111,8 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, mut regs: Regs) -> Out {
     let Some(dir) = s.cfg.files_dir.clone() else {
         return Out::Pass;
     };
-    s.proc_files += 1;
-    let fpath = dir.join(format!("proc-{}", s.proc_files));
+    s.files.proc_files += 1;
+    let fpath = dir.join(format!("proc-{}", s.files.proc_files));
     if std::fs::write(&fpath, out).is_err() {
         return Out::Pass;
     }

@@ -5,12 +5,13 @@
 //! emulated.
 
 use super::{Out, EAGAIN, EFAULT};
-use crate::supervisor::{Park, Post, Supervisor};
+use crate::ctx::Ctx;
 use crate::sys::{self, Args, Regs};
+use crate::task::{Park, Post};
 use detrun_scheduler::Wait;
 use libc::pid_t;
 
-pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
+pub fn handle(s: &mut Ctx, tid: pid_t, a: &Args, regs: Regs) -> Out {
     use crate::handlers::nr::*;
     let x = a.a;
     match a.nr {
@@ -68,7 +69,7 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Out {
     }
 }
 
-fn wait_signal(s: &mut Supervisor, tid: pid_t, mask: Option<u64>, deadline: Option<u64>) -> Out {
+fn wait_signal(s: &mut Ctx, tid: pid_t, mask: Option<u64>, deadline: Option<u64>) -> Out {
     let Some(st) = sys::sig_state(tid) else {
         return Out::Pass;
     };
@@ -84,7 +85,7 @@ fn wait_signal(s: &mut Supervisor, tid: pid_t, mask: Option<u64>, deadline: Opti
 
 /// After a signal was sent by a guest: wake the waiters it interrupts; a
 /// SIGKILL'd process is reaped before anyone else runs.
-pub fn kill_exit(s: &mut Supervisor, tid: pid_t, sig: i32, target: i64) {
+pub fn kill_exit(s: &mut Ctx, tid: pid_t, sig: i32, target: i64) {
     if sig == libc::SIGKILL && target > 0 {
         s.settle_killed(target as pid_t, tid);
     }
@@ -92,14 +93,21 @@ pub fn kill_exit(s: &mut Supervisor, tid: pid_t, sig: i32, target: i64) {
     s.continue_running(tid);
 }
 
-impl Supervisor {
+impl Ctx {
     /// Wait for the death of every thread of the process with guest pid
     /// `ns_pid` (other than the killer), so the kill takes effect at once.
     fn settle_killed(&mut self, ns_pid: pid_t, killer: pid_t) {
         let victims: Vec<pid_t> = self
             .procs
             .iter()
-            .filter(|p| p.alive && (if self.namespaces { p.tgid_ns() } else { p.tgid }) == ns_pid)
+            .filter(|p| {
+                p.alive
+                    && (if self.host.namespaces {
+                        p.tgid_ns()
+                    } else {
+                        p.tgid
+                    }) == ns_pid
+            })
             .flat_map(|p| {
                 let proc = self
                     .procs
@@ -133,7 +141,7 @@ impl Supervisor {
 }
 
 /// A signal-delivery stop of `tid`.
-pub fn on_signal(s: &mut Supervisor, tid: pid_t, sig: i32) {
+pub fn on_signal(s: &mut Ctx, tid: pid_t, sig: i32) {
     if sig == libc::SIGSEGV && super::misc::emulate_fault(s, tid) {
         s.continue_running(tid);
         return;
@@ -162,10 +170,10 @@ pub fn on_signal(s: &mut Supervisor, tid: pid_t, sig: i32) {
             r.0, r.1
         );
     }
-    if sig == libc::SIGCHLD && s.copy_mode {
+    if sig == libc::SIGCHLD && s.copy.on {
         super::vpid::fix_sigchld(s, tid);
     }
-    if s.running == Some(tid) {
+    if s.turn.running == Some(tid) {
         if s.world.timers_due() {
             let ds = s.world.fire_due();
             s.deliver_timers(ds);

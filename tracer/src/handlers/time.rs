@@ -3,8 +3,9 @@
 //! deadline and `sleep 60` takes milliseconds.
 
 use super::{Out, EFAULT, EINVAL, EPERM};
-use crate::supervisor::{Park, Supervisor};
+use crate::ctx::Ctx;
 use crate::sys::{self, Args};
+use crate::task::Park;
 use detrun_scheduler::clock::NS;
 use detrun_scheduler::world::{ITIMER_PROF_ID, ITIMER_REAL_ID, ITIMER_VIRTUAL_ID};
 use detrun_scheduler::{ClockId, SigTarget, TimerSpec, Wait};
@@ -41,7 +42,7 @@ pub fn read_ts(tid: pid_t, addr: u64) -> Result<u64, i64> {
     ts_ns(s, n).ok_or(EINVAL)
 }
 
-impl Supervisor {
+impl Ctx {
     fn clock_now(&self, tid: pid_t, c: ClockId) -> u64 {
         let cpu = match (c, self.threads.get(&tid)) {
             (ClockId::ThreadCpu, Some(t)) => self.world.thread_cpu_ns(t.vt),
@@ -69,7 +70,7 @@ fn itimer_signal(id: i32) -> i32 {
     }
 }
 
-pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
+pub fn handle(s: &mut Ctx, tid: pid_t, a: &Args) -> Out {
     use crate::handlers::nr::*;
     let Some(proc) = s.threads.get(&tid).map(|t| t.proc) else {
         return Out::Pass;
@@ -291,7 +292,7 @@ pub fn handle(s: &mut Supervisor, tid: pid_t, a: &Args) -> Out {
 }
 
 /// Park the running thread for `dur` virtual nanoseconds.
-fn sleep(s: &mut Supervisor, dur: u64, rem: u64) -> Out {
+fn sleep(s: &mut Ctx, dur: u64, rem: u64) -> Out {
     let deadline = s.world.clock.monotonic().saturating_add(dur);
     Out::Park(Park::Sleep { rem, deadline }, Wait::Sleep, Some(deadline))
 }
@@ -318,12 +319,7 @@ const SIGEV_SIGNAL: i32 = 0;
 const SIGEV_NONE: i32 = 1;
 const SIGEV_THREAD_ID: i32 = 4;
 
-fn timer_create(
-    s: &mut Supervisor,
-    tid: pid_t,
-    proc: detrun_scheduler::ProcId,
-    x: [u64; 6],
-) -> Out {
+fn timer_create(s: &mut Ctx, tid: pid_t, proc: detrun_scheduler::ProcId, x: [u64; 6]) -> Out {
     if ClockId::from_linux(x[0] as i32 as i64).is_none() {
         return Out::Ret(EINVAL);
     }

@@ -13,8 +13,9 @@
 //! from a checkpoint decides exactly as the same branch run from scratch.
 
 use super::Out;
-use crate::supervisor::{Park, Post, Supervisor};
+use crate::ctx::Ctx;
 use crate::sys::{self, Args, Regs};
+use crate::task::{Park, Post};
 use detrun_scheduler::{ProcId, Wait};
 use libc::pid_t;
 
@@ -36,7 +37,7 @@ const ECHILD: i64 = -(libc::ECHILD as i64);
 const EINVAL: i64 = -(libc::EINVAL as i64);
 const EPERM: i64 = -(libc::EPERM as i64);
 
-impl Supervisor {
+impl Ctx {
     /// The process with guest PID `vpid` that is not yet reaped.
     pub fn proc_by_vpid(&self, vpid: pid_t) -> Option<ProcId> {
         self.procs
@@ -63,7 +64,7 @@ impl Supervisor {
 
 /// An identity call in copy mode: answer it and continue, without an event.
 /// Returns false when `regs` is not one.
-pub fn invisible(s: &mut Supervisor, tid: pid_t, regs: &Regs) -> bool {
+pub fn invisible(s: &mut Ctx, tid: pid_t, regs: &Regs) -> bool {
     let nr = regs.orig_rax as i64;
     if nr == libc::SYS_fcntl && matches!(regs.rsi as i32, libc::F_GETLK | libc::F_OFD_GETLK) {
         // Run it; the holder's kernel PID is translated at its exit.
@@ -83,7 +84,7 @@ pub fn invisible(s: &mut Supervisor, tid: pid_t, regs: &Regs) -> bool {
     let (p, vtid) = (t.proc, t.vtid);
     let me = &s.procs[p as usize];
     let arg = regs.rdi as i32;
-    let target = |s: &Supervisor, pid: i32| -> Option<ProcId> {
+    let target = |s: &Ctx, pid: i32| -> Option<ProcId> {
         if pid == 0 {
             Some(p)
         } else {
@@ -132,10 +133,10 @@ pub fn invisible(s: &mut Supervisor, tid: pid_t, regs: &Regs) -> bool {
 }
 
 /// Copy mode's translation of PID-taking calls the base filter traps.
-pub fn route(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Option<Out> {
+pub fn route(s: &mut Ctx, tid: pid_t, a: &Args, regs: Regs) -> Option<Out> {
     let x = a.a;
     let me = s.threads.get(&tid)?.proc;
-    let proc_arg = |s: &Supervisor, v: u64| -> Result<pid_t, i64> {
+    let proc_arg = |s: &Ctx, v: u64| -> Result<pid_t, i64> {
         let pid = v as i32;
         match s.proc_by_vpid(pid) {
             Some(q) if s.procs[q as usize].alive => Ok(s.procs[q as usize].nspid),
@@ -188,13 +189,7 @@ pub fn route(s: &mut Supervisor, tid: pid_t, a: &Args, regs: Regs) -> Option<Out
 }
 
 /// Run the signal handler's logic on the call with PIDs translated.
-fn translated(
-    s: &mut Supervisor,
-    tid: pid_t,
-    a: &Args,
-    regs: Regs,
-    subst: &[(usize, pid_t)],
-) -> Out {
+fn translated(s: &mut Ctx, tid: pid_t, a: &Args, regs: Regs, subst: &[(usize, pid_t)]) -> Out {
     let mut r = regs;
     let mut b = *a;
     for &(i, v) in subst {
@@ -206,7 +201,7 @@ fn translated(
 }
 
 /// kill(0 | -1 | -PGID): sent by the supervisor to each copy it concerns.
-fn group_kill(s: &mut Supervisor, me: ProcId, pid: i32, sig: i32) -> Out {
+fn group_kill(s: &mut Ctx, me: ProcId, pid: i32, sig: i32) -> Out {
     let pg = match pid {
         0 => Some(s.procs[me as usize].vpgid),
         -1 => None,
@@ -240,7 +235,7 @@ fn group_kill(s: &mut Supervisor, me: ProcId, pid: i32, sig: i32) -> Out {
 
 /// wait4(pid, status, options, rusage) and waitid(idtype, id, infop,
 /// options, rusage), from the virtual process table.
-fn wait(s: &mut Supervisor, tid: pid_t, me: ProcId, a: &Args, regs: Regs) -> Out {
+fn wait(s: &mut Ctx, tid: pid_t, me: ProcId, a: &Args, regs: Regs) -> Out {
     let x = a.a;
     let is_waitid = a.nr == libc::SYS_waitid;
     let opts = if is_waitid { x[3] } else { x[2] } as i32;
@@ -340,7 +335,7 @@ fn wait(s: &mut Supervisor, tid: pid_t, me: ProcId, a: &Args, regs: Regs) -> Out
 }
 
 /// At the exit stop of a skipped wait: park until a child changes state.
-pub fn vwait_exit(s: &mut Supervisor, tid: pid_t, regs: Regs, nr: i64) {
+pub fn vwait_exit(s: &mut Ctx, tid: pid_t, regs: Regs, nr: i64) {
     let mut saved = regs;
     saved.orig_rax = nr as u64;
     if let Some(t) = s.threads.get_mut(&tid) {
@@ -349,21 +344,10 @@ pub fn vwait_exit(s: &mut Supervisor, tid: pid_t, regs: Regs, nr: i64) {
     s.park(tid, Park::Exit, Wait::Child, None, nr);
 }
 
-/// (pid, si_code, si_status) of a SIGCHLD for a child with wait status `st`.
-pub fn chld_fields(vpid: pid_t, st: i32) -> (pid_t, i32, i32) {
-    if libc::WIFEXITED(st) {
-        (vpid, libc::CLD_EXITED, libc::WEXITSTATUS(st))
-    } else if libc::WCOREDUMP(st) {
-        (vpid, libc::CLD_DUMPED, libc::WTERMSIG(st))
-    } else {
-        (vpid, libc::CLD_KILLED, libc::WTERMSIG(st))
-    }
-}
-
 /// At a SIGCHLD delivery stop in copy mode: make the siginfo the one the
 /// original run would have delivered (the child's guest PID, and for a
 /// SIGCHLD detrun sent, the child's code and status).
-pub fn fix_sigchld(s: &mut Supervisor, tid: pid_t) {
+pub fn fix_sigchld(s: &mut Ctx, tid: pid_t) {
     let Some(p) = s.threads.get(&tid).map(|t| t.proc) else {
         return;
     };
@@ -398,7 +382,7 @@ pub fn fix_sigchld(s: &mut Supervisor, tid: pid_t) {
 }
 
 /// At the exit of F_GETLK: the holder's namespace PID becomes its guest PID.
-pub fn lock_pid_exit(s: &mut Supervisor, tid: pid_t, regs: Regs, flock: u64) {
+pub fn lock_pid_exit(s: &mut Ctx, tid: pid_t, regs: Regs, flock: u64) {
     if regs.rax == 0 {
         if let Ok(pid) = sys::read_u32(tid, flock.wrapping_add(24)) {
             let pid = pid as pid_t;

@@ -9,7 +9,7 @@
 //! `arch_prctl(ARCH_SET_CPUID, 0)` through a `syscall` instruction found in
 //! the vDSO. `rdtsc` faulting survives exec by itself.
 
-use crate::supervisor::Supervisor;
+use crate::ctx::Ctx;
 use crate::sys::{self};
 use libc::pid_t;
 
@@ -21,7 +21,7 @@ const ARCH_SET_CPUID: u64 = 0x1012;
 
 pub const NO_CPUID_FAULTING: &str = "this CPU has no CPUID faulting: cpuid answers are the host's (same on this machine, may differ on another)";
 
-pub fn on_exec(s: &mut Supervisor, tid: pid_t) {
+pub fn on_exec(s: &mut Ctx, tid: pid_t) {
     let former = sys::event_msg(tid).map(|m| m as pid_t).unwrap_or(tid);
     if former != tid {
         // execve from a non-leader thread: it takes over the leader's tid and
@@ -34,8 +34,8 @@ pub fn on_exec(s: &mut Supervisor, tid: pid_t) {
             s.vt_tid[t.vt as usize] = tid;
             s.threads.insert(tid, t);
         }
-        if s.running == Some(former) {
-            s.running = Some(tid);
+        if s.turn.running == Some(former) {
+            s.turn.running = Some(tid);
         }
     }
     let Some(t) = s.threads.get_mut(&tid) else {
@@ -125,7 +125,7 @@ impl PageReader {
 }
 
 /// Walk argc, argv, envp to the auxiliary vector and rewrite it.
-fn fix_auxv(s: &mut Supervisor, tid: pid_t, p: detrun_scheduler::ProcId) {
+fn fix_auxv(s: &mut Ctx, tid: pid_t, p: detrun_scheduler::ProcId) {
     let Ok(regs) = sys::get_regs(tid) else { return };
     let mut m = PageReader::new(tid);
     let mut a = regs.rsp;
@@ -150,11 +150,11 @@ fn fix_auxv(s: &mut Supervisor, tid: pid_t, p: detrun_scheduler::ProcId) {
         match typ {
             AT_NULL => break,
             AT_SYSINFO_EHDR => {
-                if s.vdso_syscall.is_none() {
-                    s.vdso_syscall = find_syscall_insn(tid, val).map(|i| i - val);
+                if s.host.vdso_syscall.is_none() {
+                    s.host.vdso_syscall = find_syscall_insn(tid, val).map(|i| i - val);
                 }
                 // The vDSO is where this image has it.
-                s.procs[p as usize].syscall_insn = s.vdso_syscall.map_or(0, |o| val + o);
+                s.procs[p as usize].syscall_insn = s.host.vdso_syscall.map_or(0, |o| val + o);
                 vdso = Some((a, val));
             }
             AT_RANDOM => {
@@ -191,8 +191,8 @@ fn find_syscall_insn(tid: pid_t, base: u64) -> Option<u64> {
 }
 
 /// Inject `arch_prctl(ARCH_SET_CPUID, 0)` at a syscall-exit stop.
-fn rearm_cpuid(s: &mut Supervisor, tid: pid_t) {
-    if !s.cpuid_faulting {
+fn rearm_cpuid(s: &mut Ctx, tid: pid_t) {
+    if !s.host.cpuid_faulting {
         return;
     }
     let insn = s
@@ -214,7 +214,7 @@ fn rearm_cpuid(s: &mut Supervisor, tid: pid_t) {
     );
     if r.is_some_and(|rax| rax != 0) {
         // ENODEV: the CPU has no CPUID faulting (e.g. AMD). Do not try again.
-        s.cpuid_faulting = false;
+        s.host.cpuid_faulting = false;
         s.stats.note("cpuid", NO_CPUID_FAULTING);
     }
 }
