@@ -414,3 +414,32 @@ fn inet_sockets_are_reported_only_on_the_host_network() {
     let o = detrun(&["--net=host", "--strict", "--", "python3", "-c", inet]);
     assert_ne!(code(&o), 0, "--strict must refuse the host network");
 }
+
+/// The guest gets SIGPIPE as detrun's parent left it, not as Rust's
+/// runtime sets it for detrun: `detrun -- yes | head -1` dies of SIGPIPE
+/// silently as natively (141), and a parent that ignores SIGPIPE still
+/// passes that on (yes then reports the broken pipe and exits 1).
+#[test]
+fn guest_inherits_sigpipe_disposition() {
+    let d = detrun_bin();
+    let run = |prelude: &str| {
+        let script = format!(
+            "{prelude} set -o pipefail; '{}' -- yes | head -1",
+            d.display()
+        );
+        Command::new("bash")
+            .arg("-c")
+            .arg(script)
+            .output()
+            .expect("bash")
+    };
+    let o = run("");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(141), "stderr: {err}");
+    assert!(err.is_empty(), "silent as natively: {err}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "y\n");
+    let o = run("trap '' PIPE;");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "stderr: {err}");
+    assert!(err.contains("Broken pipe"), "{err}");
+}

@@ -500,6 +500,16 @@ pub fn run(cli: &RunArgs, command: &[OsString]) -> Result<i32> {
 #[global_allocator]
 static ALLOC: detrun_tracer::alloc::Counting = detrun_tracer::alloc::Counting;
 
+/// Runs before Rust's runtime, which sets SIGPIPE to ignored for detrun:
+/// the guest must start with the disposition detrun inherited.
+extern "C" fn before_runtime() {
+    detrun_tracer::spawn::note_inherited_sigpipe();
+}
+
+#[used]
+#[link_section = ".init_array"]
+static BEFORE_RUNTIME: extern "C" fn() = before_runtime;
+
 fn main() {
     detrun_tracer::supervisor::note_start();
     let args: Vec<OsString> = std::env::args_os().collect();

@@ -176,6 +176,26 @@ fn pipe() -> io::Result<(i32, i32)> {
     Ok((fds[0], fds[1]))
 }
 
+/// SIGPIPE was ignored when detrun started (before Rust's runtime set it
+/// to ignored for detrun itself): see [`note_inherited_sigpipe`].
+static SIGPIPE_IGNORED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Note SIGPIPE's disposition as detrun's parent left it. Call before
+/// Rust's runtime starts (an `.init_array` function of the binary): the
+/// guest gets that disposition, not the one detrun runs with.
+pub fn note_inherited_sigpipe() {
+    // SAFETY: querying a disposition into a local struct.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGPIPE, std::ptr::null(), &mut old) == 0 {
+            SIGPIPE_IGNORED.store(
+                old.sa_sigaction == libc::SIG_IGN,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
+    }
+}
+
 /// Runs in the forked guest; never returns.
 ///
 /// # Safety
@@ -186,6 +206,11 @@ unsafe fn guest_main(p: &Prepared, go_r: i32) -> ! {
         libc::_exit(125);
     }
     libc::close(go_r);
+    // Handlers are reset by exec, an ignored signal is not: SIGPIPE as
+    // detrun found it (the guest's writes to a closed pipe kill it).
+    if !SIGPIPE_IGNORED.load(std::sync::atomic::Ordering::Relaxed) {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
     libc::prctl(libc::PR_SET_TSC, libc::PR_TSC_SIGSEGV, 0, 0, 0);
     libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
