@@ -1,5 +1,6 @@
 //! The state of a run that the handlers share, grouped by concern, and
-//! the operations on the turn they need (park, yield, continue, resume).
+//! the operations on the turn they need (continue, resume, new threads and
+//! processes; parking is in `parking.rs`).
 //!
 //! The handlers take a `&mut Ctx`; they never reach the event loop
 //! (`supervisor`) except through `Hooks`, which the loop fills in: a stop
@@ -67,6 +68,24 @@ pub struct Turn {
     /// The run passed `virtual_timeout_ns` and was stopped.
     pub timed_out: bool,
     pub deadlock: Option<Vec<String>>,
+}
+
+impl Turn {
+    /// No one holds the turn; `main_proc` is the guest's first process.
+    pub fn new(main_proc: ProcId) -> Turn {
+        Turn {
+            running: None,
+            hold: Hold::Normal,
+            main_proc,
+            main_status: None,
+            early: BTreeMap::new(),
+            in_kernel: BTreeMap::new(),
+            kernel_retry: false,
+            shutting_down: false,
+            timed_out: false,
+            deadlock: None,
+        }
+    }
 }
 
 /// Copy mode: the running set is a copy from a checkpoint (`handlers::vpid`).
@@ -171,18 +190,7 @@ impl Ctx {
             threads: BTreeMap::new(),
             vt_tid: Vec::new(),
             procs: Vec::new(),
-            turn: Turn {
-                running: None,
-                hold: Hold::Normal,
-                main_proc: 0,
-                main_status: None,
-                early: BTreeMap::new(),
-                in_kernel: BTreeMap::new(),
-                kernel_retry: false,
-                shutting_down: false,
-                timed_out: false,
-                deadlock: None,
-            },
+            turn: Turn::new(0),
             watch: Watch::default(),
             stats: Stats::default(),
             trace: None,
@@ -304,7 +312,6 @@ impl Ctx {
         self.net.pump(&mut self.world.net, now);
     }
 
-    /// Give the turn to `tid` and resume it as its state requires.
     /// For `analyze`: a symbolized backtrace of `tid` on stderr.
     pub fn print_backtrace(&self, tid: pid_t, what: &str) {
         let Some(t) = self.threads.get(&tid) else {
@@ -366,6 +373,7 @@ impl Ctx {
         st
     }
 
+    /// Wait for the next stop of `tid` (retrying EINTR).
     pub(crate) fn wait_tid(tid: pid_t) -> Option<i32> {
         loop {
             match sys::wait_pid(tid, 0) {
@@ -387,18 +395,9 @@ impl Ctx {
     /// Reset the per-run state to the checkpoint's (before an instance).
     pub fn reset_set(&mut self, ck_world: World, main_proc: ProcId, stats: Stats) {
         self.world = ck_world;
-        self.turn.early.clear();
-        self.turn.running = None;
-        self.turn.hold = Hold::Normal;
-        self.turn.main_proc = main_proc;
-        self.turn.main_status = None;
+        self.turn = Turn::new(main_proc);
         self.stats = stats;
         self.watch.sample = None;
-        self.turn.deadlock = None;
-        self.turn.shutting_down = false;
-        self.turn.kernel_retry = false;
-        self.turn.in_kernel.clear();
-        self.turn.timed_out = false;
         self.copy.on = true;
         self.copy.private_kb = 0;
         self.mark_resume();

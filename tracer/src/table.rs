@@ -39,7 +39,7 @@ pub enum Family {
     /// `handlers::net::socket`.
     Socket,
     /// `handlers::net::intercept`, else the call runs.
-    SockMeta,
+    SockSetup,
     /// `handlers::procfs` (and `fs` for files made in the start's tick).
     Open,
     /// `handlers::fs`.
@@ -107,9 +107,7 @@ const SYSV: &str = "System V IPC set-up (semop and msgsnd trap: they block)";
 const NAMESPACES: &str = "namespaces, sandboxing and process handles";
 
 use Action::*;
-use Family::{
-    Futex, Io, Misc, NetIo, Open, Process, Signal, SockMeta as SockMetaF, Socket, Stat, Time,
-};
+use Family::{Futex, Io, Misc, NetIo, Open, Process, Signal, SockSetup, Socket, Stat, Time};
 
 /// Every syscall detrun allows or handles, by number.
 pub static TABLE: &[Entry] = &[
@@ -162,13 +160,13 @@ pub static TABLE: &[Entry] = &[
     e(SYS_sendmsg, Trap, NetIo, "checked for readiness; virtual sockets go through the virtual network"),
     e(SYS_recvmsg, Trap, NetIo, "as recvfrom"),
     e(SYS_shutdown, Allow, Family::None, SOCKET_SETUP),
-    e(SYS_bind, SockMeta, SockMetaF, "virtual sockets: answered from the virtual network; other sockets run as they are"),
-    e(SYS_listen, SockMeta, SockMetaF, "virtual sockets: answered from the virtual network; other sockets run as they are"),
-    e(SYS_getsockname, SockMeta, SockMetaF, "virtual sockets: answered from the virtual network; other sockets run as they are"),
-    e(SYS_getpeername, SockMeta, SockMetaF, "virtual sockets: answered from the virtual network; other sockets run as they are"),
+    e(SYS_bind, SockMeta, SockSetup, "virtual sockets: answered from the virtual network; other sockets run as they are"),
+    e(SYS_listen, SockMeta, SockSetup, "virtual sockets: answered from the virtual network; other sockets run as they are"),
+    e(SYS_getsockname, SockMeta, SockSetup, "virtual sockets: answered from the virtual network; other sockets run as they are"),
+    e(SYS_getpeername, SockMeta, SockSetup, "virtual sockets: answered from the virtual network; other sockets run as they are"),
     e(SYS_socketpair, JoinNet, Family::JoinNet, "traps only so that the thread joins the run's network namespace first, then runs"),
-    e(SYS_setsockopt, SockMeta, SockMetaF, "virtual sockets: answered from the virtual network; other sockets run as they are"),
-    e(SYS_getsockopt, SockMeta, SockMetaF, "virtual sockets: answered from the virtual network; other sockets run as they are"),
+    e(SYS_setsockopt, SockMeta, SockSetup, "virtual sockets: answered from the virtual network; other sockets run as they are"),
+    e(SYS_getsockopt, SockMeta, SockSetup, "virtual sockets: answered from the virtual network; other sockets run as they are"),
     e(SYS_clone, Trap, Process, "the new thread or process becomes a world thread; vfork's parent waits without the turn"),
     e(SYS_fork, Trap, Process, "the new thread or process becomes a world thread; vfork's parent waits without the turn"),
     e(SYS_vfork, Trap, Process, "the new thread or process becomes a world thread; vfork's parent waits without the turn"),

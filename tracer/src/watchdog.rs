@@ -99,7 +99,8 @@ pub struct Watch {
 }
 
 impl Ctx {
-    /// Wait for the next stop of `tid` (retrying EINTR).
+    /// The running thread stopped or was resumed: the watchdog measures
+    /// from here.
     pub(crate) fn mark_resume(&mut self) {
         self.watch.resumed_at = Mark {
             seq: self.watch.resumed_at.seq + 1,

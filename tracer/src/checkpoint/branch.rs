@@ -21,7 +21,6 @@ pub struct Branches {
     /// Checkpoints whose branches have not run yet (explore), with the
     /// branch point each was asked for.
     pending: std::collections::VecDeque<(Checkpoint, u64)>,
-    in_branch: bool,
     /// Branches run so far (for `results.json`).
     pub results: Vec<crate::summary::BranchResult>,
     /// The run is over (all its branches ran).
@@ -34,7 +33,7 @@ impl Branches {
         let Some(plan) = cx.cfg.branch.as_ref() else {
             return false;
         };
-        if self.in_branch || cx.threads.is_empty() {
+        if cx.threads.is_empty() {
             return false;
         }
         let at = match plan.every {
@@ -111,7 +110,6 @@ impl Branches {
                     self.branches_of(cx, run, old, req, &plan);
                 }
             }
-            self.in_branch = false;
             let r = cx.instantiate(&ck, None, None);
             self.pending.push_back((ck, requested));
             if let Err(e) = r {
@@ -171,8 +169,8 @@ impl Branches {
         cx.trace = trace;
     }
 
-    /// Run one branch from `ck` to its end; its result goes to
-    /// `branch_results` (and its outputs to the plan's directory).
+    /// Run one branch from `ck` to its end (a loop without branch points
+    /// of its own); its result goes to `results` (and its outputs to the plan's directory).
     fn run_branch(
         &mut self,
         cx: &mut Ctx,
@@ -202,7 +200,6 @@ impl Branches {
             None
         };
         let base_trace = cx.trace.take();
-        self.in_branch = true;
         let r = cx.instantiate(ck, capture, trace.as_deref());
         let (code, error) = match r {
             Ok(()) => {
@@ -250,6 +247,5 @@ impl Branches {
             stdout: files.as_ref().map(|f| f[0].display().to_string()),
             stderr: files.as_ref().map(|f| f[1].display().to_string()),
         });
-        self.ended = false;
     }
 }

@@ -22,24 +22,21 @@ pub mod vpid;
 /// Syscall numbers used by the handlers (a glob of libc would shadow our names).
 pub mod nr {
     pub use libc::{
-        SYS_accept, SYS_accept4, SYS_adjtimex, SYS_alarm, SYS_arch_prctl, SYS_bind, SYS_bpf,
-        SYS_clock_adjtime, SYS_clock_getres, SYS_clock_gettime, SYS_clock_nanosleep,
-        SYS_clock_settime, SYS_clone, SYS_clone3, SYS_connect, SYS_epoll_pwait, SYS_epoll_pwait2,
-        SYS_epoll_wait, SYS_exit, SYS_exit_group, SYS_fcntl, SYS_flock, SYS_fork, SYS_fstat,
-        SYS_futex, SYS_futex_waitv, SYS_getcpu, SYS_getdents64, SYS_getitimer, SYS_getpeername,
-        SYS_getrandom, SYS_getrusage, SYS_getsockname, SYS_getsockopt, SYS_gettimeofday,
-        SYS_io_uring_enter, SYS_io_uring_register, SYS_io_uring_setup, SYS_kill, SYS_listen,
-        SYS_lstat, SYS_mq_timedreceive, SYS_mq_timedsend, SYS_msgrcv, SYS_msgsnd, SYS_nanosleep,
-        SYS_newfstatat, SYS_open, SYS_openat, SYS_pause, SYS_perf_event_open, SYS_personality,
-        SYS_pidfd_send_signal, SYS_poll, SYS_ppoll, SYS_prctl, SYS_pselect6, SYS_ptrace, SYS_read,
-        SYS_readv, SYS_recvfrom, SYS_recvmmsg, SYS_recvmsg, SYS_rseq, SYS_rt_sigqueueinfo,
-        SYS_rt_sigsuspend, SYS_rt_sigtimedwait, SYS_rt_tgsigqueueinfo, SYS_sched_getaffinity,
-        SYS_sched_setaffinity, SYS_sched_yield, SYS_select, SYS_semop, SYS_semtimedop,
-        SYS_sendfile, SYS_sendmmsg, SYS_sendmsg, SYS_sendto, SYS_set_tid_address, SYS_setitimer,
-        SYS_setsockopt, SYS_settimeofday, SYS_shutdown, SYS_socket, SYS_splice, SYS_stat,
-        SYS_statx, SYS_sysinfo, SYS_tee, SYS_tgkill, SYS_time, SYS_timer_create, SYS_timer_delete,
-        SYS_timer_getoverrun, SYS_timer_gettime, SYS_timer_settime, SYS_timerfd_create,
-        SYS_timerfd_gettime, SYS_timerfd_settime, SYS_times, SYS_tkill, SYS_uname, SYS_userfaultfd,
+        SYS_accept, SYS_accept4, SYS_alarm, SYS_arch_prctl, SYS_bind, SYS_bpf, SYS_clock_getres,
+        SYS_clock_gettime, SYS_clock_nanosleep, SYS_clone, SYS_clone3, SYS_connect,
+        SYS_epoll_pwait, SYS_epoll_pwait2, SYS_epoll_wait, SYS_exit, SYS_exit_group, SYS_fcntl,
+        SYS_flock, SYS_fork, SYS_fstat, SYS_futex_waitv, SYS_getcpu, SYS_getdents64, SYS_getitimer,
+        SYS_getpeername, SYS_getrandom, SYS_getrusage, SYS_getsockname, SYS_getsockopt,
+        SYS_gettimeofday, SYS_io_uring_enter, SYS_io_uring_register, SYS_io_uring_setup, SYS_kill,
+        SYS_listen, SYS_lstat, SYS_nanosleep, SYS_newfstatat, SYS_open, SYS_pause,
+        SYS_perf_event_open, SYS_personality, SYS_pidfd_send_signal, SYS_poll, SYS_ppoll,
+        SYS_prctl, SYS_pselect6, SYS_ptrace, SYS_read, SYS_readv, SYS_recvfrom, SYS_recvmmsg,
+        SYS_recvmsg, SYS_rseq, SYS_rt_sigqueueinfo, SYS_rt_sigsuspend, SYS_rt_sigtimedwait,
+        SYS_rt_tgsigqueueinfo, SYS_sched_getaffinity, SYS_sched_setaffinity, SYS_sched_yield,
+        SYS_select, SYS_sendfile, SYS_sendmmsg, SYS_sendmsg, SYS_sendto, SYS_set_tid_address,
+        SYS_setitimer, SYS_setsockopt, SYS_splice, SYS_stat, SYS_statx, SYS_sysinfo, SYS_tee,
+        SYS_tgkill, SYS_time, SYS_timer_create, SYS_timer_delete, SYS_timer_getoverrun,
+        SYS_timer_gettime, SYS_timer_settime, SYS_times, SYS_tkill, SYS_uname, SYS_userfaultfd,
         SYS_vfork, SYS_vmsplice, SYS_wait4, SYS_waitid, SYS_write, SYS_writev, ADDR_NO_RANDOMIZE,
         CLONE_CHILD_CLEARTID, CLONE_VFORK, CLONE_VM, F_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_SETLK,
         F_SETLKW, F_UNLCK, GRND_NONBLOCK, GRND_RANDOM, MSG_DONTWAIT, RUSAGE_CHILDREN, RUSAGE_SELF,
@@ -123,7 +120,7 @@ fn route(s: &mut Ctx, tid: pid_t, a: &Args, regs: Regs) -> Out {
             }
         }
         Family::Socket => net::socket(s, a, regs),
-        Family::SockMeta => net::intercept(s, tid, a, regs).unwrap_or(Out::Pass),
+        Family::SockSetup => net::intercept(s, tid, a, regs).unwrap_or(Out::Pass),
         Family::Open => {
             let flags = a.a[if a.nr == SYS_open { 1 } else { 2 }] as i32;
             let writes =

@@ -364,6 +364,7 @@ impl Ctx {
         self.kill_all();
     }
 
+    /// Give the turn to `tid` and resume it as its state requires.
     fn give_turn(&mut self, tid: pid_t) {
         if self.cfg.backtrace_turn == Some(self.world.decisions) {
             // Where the thread stands as it gets the turn.
