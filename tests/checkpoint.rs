@@ -476,6 +476,14 @@ fn explore_shows_when_the_failure_became_likely() {
             "explore",
             "--from-seed",
             &seed,
+            "--policy",
+            "chaos",
+            // The guest's window holds a yield: it is written for chaos at
+            // syscall points, which rarely preempts in its prefix.
+            "--chaos-insns",
+            "0",
+            "--sync-points",
+            "off",
             "--every",
             "20ms",
             "--branches",

@@ -17,6 +17,7 @@
 //!    events.
 
 use crate::hunt::{run_child, PolicyArg};
+
 use anyhow::{bail, Context, Result};
 use detrun_tracer::schedule::Schedule;
 use std::ffi::OsString;
@@ -29,10 +30,10 @@ pub struct AnalyzeArgs {
     #[arg(long)]
     seed: u64,
     /// The policy the seed fails under. Example: --policy pct
-    #[arg(long, value_enum, default_value_t = PolicyArg::Chaos)]
+    #[arg(long, value_enum, default_value_t = PolicyArg::Mix)]
     policy: PolicyArg,
     #[command(flatten)]
-    pct: crate::hunt::PctOpts,
+    sched: crate::hunt::SchedOpts,
     /// Where to write the schedules (default ./detrun-analyze-SEED).
     /// Example: --out-dir /tmp/an
     #[arg(long, value_name = "DIR")]
@@ -78,6 +79,7 @@ fn write_prefix(full: &Schedule, k: usize, path: &Path) -> Result<()> {
     let s = Schedule {
         seed: full.seed,
         policy: full.policy.clone(),
+        sync: full.sync,
         turns: full.turns[..k].to_vec(),
     };
     std::fs::write(path, s.render()).with_context(|| format!("writing {}", path.display()))
@@ -158,12 +160,15 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<i32> {
         "--record-schedule".into(),
         full_path.to_string_lossy().into_owned(),
     ];
-    args.extend(a.policy.flags(&a.pct));
+    let mut sched = a.sched.clone();
+    sched.resolve_steps(a.policy, &a.program.command, timeout, "analyze")?;
+    let strategy = sched.strategy(a.policy, a.seed);
+    args.extend(sched.flags(strategy));
     if !probe(args, &netf, &a.program.command, timeout)?.failed {
         bail!(
-            "seed {} does not fail under --policy {}: nothing to analyze",
+            "seed {} does not fail under {}: nothing to analyze",
             a.seed,
-            a.policy.name()
+            strategy.name()
         );
     }
     if probe(
@@ -199,6 +204,7 @@ pub fn analyze(a: &AnalyzeArgs) -> Result<i32> {
         let sc = Schedule {
             seed: full.seed,
             policy: full.policy.clone(),
+            sync: full.sync,
             turns,
         };
         std::fs::write(path, sc.render()).with_context(|| format!("writing {}", path.display()))

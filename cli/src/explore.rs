@@ -9,7 +9,7 @@
 //! `--no-checkpoints` explores the same branches by re-running each one from
 //! the start (the slow way, for comparison and as a cross-check).
 
-use crate::hunt::{PctOpts, PolicyArg};
+use crate::hunt::{PolicyArg, SchedOpts};
 use anyhow::{bail, Context, Result};
 use detrun_tracer::summary::BranchResult;
 use detrun_tracer::EXIT_INTERNAL;
@@ -32,10 +32,10 @@ pub struct ExploreArgs {
     #[arg(long)]
     every: String,
     /// Scheduling policy of the run and its branches. Example: --policy pct
-    #[arg(long, value_enum, default_value_t = PolicyArg::Chaos)]
+    #[arg(long, value_enum, default_value_t = PolicyArg::Mix)]
     policy: PolicyArg,
     #[command(flatten)]
-    pct: PctOpts,
+    sched: SchedOpts,
     /// Directory for the branches' outputs, results.json, explore.json and
     /// explore.svg (default: a new directory under the system temp dir).
     /// Example: --out explore-1337
@@ -192,7 +192,15 @@ pub fn explore(a: &ExploreArgs) -> Result<i32> {
     };
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut base = vec!["--seed".to_string(), a.from_seed.to_string()];
-    base.extend(a.policy.flags(&a.pct));
+    let mut sched = a.sched.clone();
+    sched.resolve_steps(
+        a.policy,
+        &a.program.command,
+        Duration::from_secs(a.timeout),
+        "explore",
+    )?;
+    let strategy = sched.strategy(a.policy, a.from_seed);
+    base.extend(sched.flags(strategy));
     base.extend(a.net.flags());
     let timeout = Duration::from_secs(a.timeout);
     let start = Instant::now();
@@ -249,11 +257,11 @@ pub fn explore(a: &ExploreArgs) -> Result<i32> {
             serde_json::from_str(&results).context("reading results.json")?;
         (code, r)
     };
-    let rows = rows(a, &results, &rules);
+    let rows = rows(a, &results, &rules, (strategy, &sched));
     print_table(&rows);
     let report = Report {
         seed: a.from_seed,
-        policy: a.policy.name().into(),
+        policy: strategy.name(),
         every_ns: every,
         branches_per_checkpoint: a.branches,
         checkpoints: !a.no_checkpoints,
@@ -356,7 +364,12 @@ fn reexecute(
     Ok((code, out))
 }
 
-fn rows(a: &ExploreArgs, results: &[BranchResult], rules: &crate::hunt::FailRules) -> Vec<Row> {
+fn rows(
+    a: &ExploreArgs,
+    results: &[BranchResult],
+    rules: &crate::hunt::FailRules,
+    (strategy, sched): (crate::hunt::Strategy, &SchedOpts),
+) -> Vec<Row> {
     let text = |p: &Option<String>| {
         p.as_ref()
             .and_then(|p| std::fs::read(p).ok())
@@ -392,8 +405,8 @@ fn rows(a: &ExploreArgs, results: &[BranchResult], rules: &crate::hunt::FailRule
         if let Some(&b) = row.failing_seeds.first() {
             let mut s = crate::hunt::replay_command(
                 a.from_seed,
-                a.policy,
-                &a.pct,
+                strategy,
+                sched,
                 &a.net,
                 &a.program.command,
             );

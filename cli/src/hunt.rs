@@ -18,6 +18,10 @@ pub const EXIT_DIVERGED: i32 = 121;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PolicyArg {
+    /// A portfolio across seeds: chaos on even seeds, PCT of depth 3 and
+    /// 2 on odd ones, all with sync-op, thread-start and instruction-level
+    /// points (the strongest default measured: bench/classes.sh).
+    Mix,
     Chaos,
     Pct,
     Default,
@@ -26,45 +30,197 @@ pub enum PolicyArg {
 impl PolicyArg {
     pub fn name(self) -> &'static str {
         match self {
+            PolicyArg::Mix => "mix",
             PolicyArg::Chaos => "chaos",
             PolicyArg::Pct => "pct",
             PolicyArg::Default => "default",
         }
     }
+}
 
-    /// The run flags that select this policy.
-    pub fn flags(self, pct: &PctOpts) -> Vec<String> {
-        match self {
-            PolicyArg::Chaos => vec!["--chaos".into()],
-            PolicyArg::Pct => {
-                let mut v = vec![
-                    format!("--pct={}", pct.pct_depth),
-                    format!("--pct-insns={}", pct.pct_insns),
-                ];
-                if let Some(k) = pct.pct_steps {
-                    v.push(format!("--pct-steps={k}"));
-                }
-                v
-            }
-            PolicyArg::Default => vec![],
+/// The strategy of one run: a concrete policy (never Mix) and PCT's depth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Strategy {
+    pub policy: PolicyArg,
+    pub depth: u32,
+}
+
+impl Strategy {
+    pub fn name(self) -> String {
+        match self.policy {
+            PolicyArg::Pct => format!("pct-{}", self.depth),
+            p => p.name().to_string(),
         }
     }
 }
 
-/// PCT parameters shared by hunt, replay and analyze.
+/// Scheduling options shared by hunt, replay, analyze and explore: those
+/// of a plain run, passed on to every run and printed in replay lines.
 #[derive(clap::Args, Debug, Clone)]
-pub struct PctOpts {
+pub struct SchedOpts {
     /// Depth for --policy pct. Example: --pct-depth 3
     #[arg(long, default_value_t = 2)]
     pub pct_depth: u32,
-    /// Expected events per run for --policy pct (hunt measures it with one
-    /// default run when not given). Example: --pct-steps 500
+    /// Expected events per run for PCT (when not given, measured with one
+    /// run of the program under the default policy with sync-op points,
+    /// and printed). Example: --pct-steps 500
     #[arg(long)]
     pub pct_steps: Option<u64>,
     /// Instruction budget of PCT's preemption points (see `detrun --help`).
     /// Example: --pct-insns 200
     #[arg(long, default_value_t = 1000)]
     pub pct_insns: u32,
+    /// Chaos' instruction budget (see `detrun --help`). Example: --chaos-insns 50
+    #[arg(long)]
+    pub chaos_insns: Option<u32>,
+    /// Reach PCT's instruction-level points with breakpoints too (see
+    /// `detrun --help`). Example: --breakpoints
+    #[arg(long)]
+    pub breakpoints: bool,
+    /// Reach chaos' instruction-level points by single-steps only.
+    /// Example: --single-step
+    #[arg(long, conflicts_with = "breakpoints")]
+    pub single_step: bool,
+    /// Events a thread may run before the turn moves on. Example: --quantum 100
+    #[arg(long)]
+    pub quantum: Option<u32>,
+    /// Sync-op and thread-start points: auto, on or off (see `detrun
+    /// --help`). Example: --sync-points off
+    #[arg(long, value_name = "WHEN", value_parser = ["auto", "on", "off"])]
+    pub sync_points: Option<String>,
+    /// No spin probes (see `detrun --help`). Example: --no-spin-points
+    #[arg(long)]
+    pub no_spin_points: bool,
+}
+
+impl SchedOpts {
+    /// The strategy `policy` gives seed `seed`.
+    pub fn strategy(&self, policy: PolicyArg, seed: u64) -> Strategy {
+        match policy {
+            PolicyArg::Mix => match seed % 4 {
+                0 | 2 => Strategy {
+                    policy: PolicyArg::Chaos,
+                    depth: 0,
+                },
+                1 => Strategy {
+                    policy: PolicyArg::Pct,
+                    depth: 3,
+                },
+                _ => Strategy {
+                    policy: PolicyArg::Pct,
+                    depth: 2,
+                },
+            },
+            PolicyArg::Pct => Strategy {
+                policy,
+                depth: self.pct_depth,
+            },
+            p => Strategy {
+                policy: p,
+                depth: 0,
+            },
+        }
+    }
+
+    /// Does any run of `policy` use PCT (and so need --pct-steps)?
+    pub fn uses_pct(&self, policy: PolicyArg) -> bool {
+        matches!(policy, PolicyArg::Pct | PolicyArg::Mix)
+    }
+
+    /// The run flags of strategy `st`: the policy's, then every option
+    /// given. The same list is what a replay line carries.
+    pub fn flags(&self, st: Strategy) -> Vec<String> {
+        let mut v = match st.policy {
+            PolicyArg::Chaos => vec!["--chaos".to_string()],
+            PolicyArg::Pct => {
+                let mut v = vec![
+                    format!("--pct={}", st.depth),
+                    format!("--pct-insns={}", self.pct_insns),
+                ];
+                if let Some(k) = self.pct_steps {
+                    v.push(format!("--pct-steps={k}"));
+                }
+                if self.breakpoints {
+                    v.push("--breakpoints".into());
+                }
+                v
+            }
+            PolicyArg::Default | PolicyArg::Mix => vec![],
+        };
+        if let Some(n) = self.chaos_insns {
+            v.push(format!("--chaos-insns={n}"));
+        }
+        if self.single_step && st.policy == PolicyArg::Chaos {
+            v.push("--single-step".into());
+        }
+        if let Some(q) = self.quantum {
+            v.push(format!("--quantum={q}"));
+        }
+        if let Some(w) = &self.sync_points {
+            v.push(format!("--sync-points={w}"));
+        }
+        if self.no_spin_points {
+            v.push("--no-spin-points".into());
+        }
+        v
+    }
+
+    /// The `replay` options that give strategy `st` again.
+    fn replay_flags(&self, st: Strategy) -> String {
+        let mut s = format!(" --policy {}", st.policy.name());
+        if st.policy == PolicyArg::Pct {
+            s.push_str(&format!(
+                " --pct-depth {} --pct-insns {}",
+                st.depth, self.pct_insns
+            ));
+            if let Some(k) = self.pct_steps {
+                s.push_str(&format!(" --pct-steps {k}"));
+            }
+            if self.breakpoints {
+                s.push_str(" --breakpoints");
+            }
+        }
+        if let Some(n) = self.chaos_insns {
+            s.push_str(&format!(" --chaos-insns {n}"));
+        }
+        if self.single_step && st.policy == PolicyArg::Chaos {
+            s.push_str(" --single-step");
+        }
+        if let Some(q) = self.quantum {
+            s.push_str(&format!(" --quantum {q}"));
+        }
+        if let Some(w) = &self.sync_points {
+            s.push_str(&format!(" --sync-points {w}"));
+        }
+        if self.no_spin_points {
+            s.push_str(" --no-spin-points");
+        }
+        s
+    }
+
+    /// Fill in --pct-steps for `policy` when PCT needs it, measuring one
+    /// run, and say so.
+    pub fn resolve_steps(
+        &mut self,
+        policy: PolicyArg,
+        command: &[OsString],
+        timeout: Duration,
+        what: &str,
+    ) -> Result<()> {
+        if self.uses_pct(policy) && self.pct_steps.is_none() {
+            let k = measure_steps(command, timeout, self.sync_points.as_deref() != Some("off"))?;
+            eprintln!(
+                "detrun {what}: --pct-steps {k} (the events of one run under the default policy{})",
+                if self.sync_points.as_deref() == Some("off") {
+                    ""
+                } else {
+                    ", sync-op points on"
+                }
+            );
+            self.pct_steps = Some(k);
+        }
+        Ok(())
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -76,11 +232,12 @@ pub struct HuntArgs {
     /// its own CPU. Example: -j 2
     #[arg(long, short = 'j')]
     jobs: Option<usize>,
-    /// Scheduling policy of the runs. Example: --policy pct
-    #[arg(long, value_enum, default_value_t = PolicyArg::Chaos)]
+    /// Scheduling policy of the runs (mix: the portfolio; see below).
+    /// Example: --policy pct
+    #[arg(long, value_enum, default_value_t = PolicyArg::Mix)]
     policy: PolicyArg,
     #[command(flatten)]
-    pct: PctOpts,
+    sched: SchedOpts,
     /// First seed; runs use SEED, SEED+1, ... Example: --seed-start 1000
     #[arg(long, default_value_t = 1)]
     seed_start: u64,
@@ -122,11 +279,16 @@ pub struct ReplayArgs {
     /// The seed to replay. Example: --seed 1337
     #[arg(long)]
     seed: u64,
-    /// The policy the seed was found with. Example: --policy chaos
-    #[arg(long, value_enum, default_value_t = PolicyArg::Chaos)]
+    /// The policy the seed was found with (mix: the strategy hunt's
+    /// portfolio gives this seed). Example: --policy chaos
+    #[arg(long, value_enum, default_value_t = PolicyArg::Mix)]
     policy: PolicyArg,
     #[command(flatten)]
-    pct: PctOpts,
+    sched: SchedOpts,
+    /// Give the run its own empty TMPDIR, as hunt --tmpdir-per-run did.
+    /// Example: --tmpdir-per-run
+    #[arg(long)]
+    tmpdir_per_run: bool,
     /// Run twice and fail (exit 121) if stdout, stderr, exit status or the
     /// schedule trace differ, printing the first difference. Example: --verify
     #[arg(long)]
@@ -148,6 +310,8 @@ pub struct ReplayArgs {
 #[derive(Clone, Debug, Serialize)]
 pub struct RunResult {
     pub seed: u64,
+    /// The strategy the seed ran under (`chaos`, `pct-3`, ...).
+    pub strategy: String,
     pub status: String,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
@@ -281,24 +445,15 @@ fn shell_quote(a: &OsString) -> String {
 
 pub fn replay_command(
     seed: u64,
-    policy: PolicyArg,
-    pct: &PctOpts,
+    st: Strategy,
+    sched: &SchedOpts,
     net: &crate::netargs::NetOpts,
     command: &[OsString],
 ) -> String {
-    let mut s = format!("detrun replay --seed {seed} --policy {}", policy.name());
+    let mut s = format!("detrun replay --seed {seed}{}", sched.replay_flags(st));
     for f in net.flags() {
         s.push(' ');
         s.push_str(&shell_quote(&OsString::from(f)));
-    }
-    if policy == PolicyArg::Pct {
-        s.push_str(&format!(
-            " --pct-depth {} --pct-insns {}",
-            pct.pct_depth, pct.pct_insns
-        ));
-        if let Some(k) = pct.pct_steps {
-            s.push_str(&format!(" --pct-steps {k}"));
-        }
     }
     s.push_str(" --");
     for a in command {
@@ -306,6 +461,15 @@ pub fn replay_command(
         s.push_str(&shell_quote(a));
     }
     s
+}
+
+/// The line a failure is known by: detrun's own report of how the run
+/// ended (a deadlock's first line, not its per-thread lines), else the
+/// last line of stderr.
+fn headline(err: &str) -> String {
+    err.lines()
+        .find(|l| l.starts_with("detrun: deadlock") || l.starts_with("detrun: virtual timeout"))
+        .map_or_else(|| tail(err, 1), str::to_string)
 }
 
 /// Last lines of the guest's stderr, without detrun's own summary.
@@ -399,21 +563,31 @@ fn junit(results: &[RunResult], secs: f64) -> String {
     x
 }
 
-/// Events of one run under the default policy: PCT's `k`.
-fn measure_steps(command: &[OsString], timeout: Duration) -> Result<u64> {
+/// Events of one run under the default policy (with sync-op points when
+/// the runs have them): PCT's `k`.
+fn measure_steps(command: &[OsString], timeout: Duration, sync: bool) -> Result<u64> {
     let f = std::env::temp_dir().join(format!("detrun-steps-{}.json", std::process::id()));
-    let args = vec![
+    let mut args = vec![
         "--summary-json".to_string(),
         f.to_string_lossy().into_owned(),
     ];
+    if sync {
+        args.push("--sync-points=on".into());
+    }
     run_child(&args, command, timeout, &[])?;
     let text = std::fs::read_to_string(&f).unwrap_or_default();
     let _ = std::fs::remove_file(&f);
     let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-    let n = ["syscalls_intercepted", "rdtsc", "cpuid", "threads"]
-        .iter()
-        .map(|k| v[k].as_u64().unwrap_or(0))
-        .sum::<u64>();
+    let n = [
+        "syscalls_intercepted",
+        "rdtsc",
+        "cpuid",
+        "threads",
+        "sync_points",
+    ]
+    .iter()
+    .map(|k| v[k].as_u64().unwrap_or(0))
+    .sum::<u64>();
     Ok(n.max(1))
 }
 
@@ -423,13 +597,13 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
         eprintln!("detrun: {e}");
         return Ok(2);
     }
-    let mut pct = h.pct.clone();
-    if h.policy == PolicyArg::Pct && pct.pct_steps.is_none() {
-        pct.pct_steps = Some(measure_steps(
-            &h.program.command,
-            Duration::from_secs(h.timeout.max(1)),
-        )?);
-    }
+    let mut sched = h.sched.clone();
+    sched.resolve_steps(
+        h.policy,
+        &h.program.command,
+        Duration::from_secs(h.timeout.max(1)),
+        "hunt",
+    )?;
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
     let jobs = h.jobs.unwrap_or(ncpu).clamp(1, 256);
     let runs = h.runs;
@@ -461,7 +635,7 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
         );
         let command = h.program.command.clone();
         let policy = h.policy;
-        let pct = pct.clone();
+        let sched = sched.clone();
         let net = h.net.clone();
         let timeout = Duration::from_secs(h.timeout.max(1));
         let tmp_per_run = h.tmpdir_per_run;
@@ -483,7 +657,8 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
                     "--virtual-timeout".into(),
                     vtimeout.to_string(),
                 ];
-                args.extend(policy.flags(&pct));
+                let st = sched.strategy(policy, seed);
+                args.extend(sched.flags(st));
                 args.extend(net.flags());
                 let tmp =
                     std::env::temp_dir().join(format!("detrun-hunt-{}-{seed}", std::process::id()));
@@ -518,7 +693,7 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
                             Some(s) => format!("signal {s}"),
                             None => format!("exit {c}"),
                         };
-                        let last = tail(&e, 1);
+                        let last = headline(&e);
                         (
                             "fail".to_string(),
                             if last.is_empty() {
@@ -536,13 +711,14 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
                 }
                 let r = RunResult {
                     seed,
+                    strategy: st.name(),
                     status: status_s,
                     exit_code: code,
                     signal: sig,
                     signature,
                     stderr_tail: tail(&e, 5),
                     failed_tests: failed_tests(&o),
-                    replay: replay_command(seed, policy, &pct, &net, &command),
+                    replay: replay_command(seed, st, &sched, &net, &command),
                 };
                 results
                     .lock()
@@ -593,9 +769,16 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
                 truncate(&g.signature, 50),
                 seeds.join(", ")
             );
+            let first = g.seeds[0];
             println!(
                 "         replay: {}",
-                replay_command(g.seeds[0], h.policy, &pct, &h.net, &h.program.command)
+                replay_command(
+                    first,
+                    sched.strategy(h.policy, first),
+                    &sched,
+                    &h.net,
+                    &h.program.command
+                )
             );
         }
         let tests: std::collections::BTreeSet<&String> =
@@ -645,8 +828,23 @@ fn truncate(s: &str, n: usize) -> String {
 }
 
 pub fn replay(r: &ReplayArgs) -> Result<i32> {
+    let mut sched = r.sched.clone();
+    sched.resolve_steps(
+        r.policy,
+        &r.program.command,
+        Duration::from_secs(3600),
+        "replay",
+    )?;
+    let st = sched.strategy(r.policy, r.seed);
+    if r.policy == PolicyArg::Mix {
+        eprintln!(
+            "detrun replay: seed {} runs under {} in the portfolio",
+            r.seed,
+            st.name()
+        );
+    }
     let mut args = vec!["--seed".to_string(), r.seed.to_string()];
-    args.extend(r.policy.flags(&r.pct));
+    args.extend(sched.flags(st));
     if let Err(e) = r.net.config() {
         eprintln!("detrun: {e}");
         return Ok(2);
@@ -660,13 +858,28 @@ pub fn replay(r: &ReplayArgs) -> Result<i32> {
             b.to_string(),
         ]);
     }
+    let tmp = std::env::temp_dir().join(format!("detrun-replay-{}", std::process::id()));
+    let mut env: Vec<(&str, &Path)> = Vec::new();
+    if r.tmpdir_per_run {
+        env.push(("TMPDIR", &tmp));
+    }
+    // A fresh empty TMPDIR for each run, as hunt gave the seed.
+    let fresh = || -> Result<()> {
+        if r.tmpdir_per_run {
+            let _ = std::fs::remove_dir_all(&tmp);
+            std::fs::create_dir_all(&tmp)?;
+        }
+        Ok(())
+    };
     if !r.verify {
+        fresh()?;
         let (st, out, err) = run_child(
             &args,
             &r.program.command,
             Duration::from_secs(u64::MAX / 4),
-            &[],
+            &env,
         )?;
+        let _ = std::fs::remove_dir_all(&tmp);
         use std::io::Write;
         std::io::stdout().write_all(&out)?;
         std::io::stderr().write_all(&err)?;
@@ -680,16 +893,18 @@ pub fn replay(r: &ReplayArgs) -> Result<i32> {
         let mut a = args.clone();
         a.push("--trace".into());
         a.push(trace.to_string_lossy().into_owned());
+        fresh()?;
         let (st, out, err) = run_child(
             &a,
             &r.program.command,
             Duration::from_secs(u64::MAX / 4),
-            &[],
+            &env,
         )?;
         let t = std::fs::read(&trace).unwrap_or_default();
         runs.push((st.and_then(|s| s.code()).unwrap_or(125), out, err, t));
     }
     let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&tmp);
     let (a, b) = (&runs[0], &runs[1]);
     use std::io::Write;
     std::io::stdout().write_all(&a.1)?;

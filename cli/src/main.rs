@@ -177,18 +177,39 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1000)]
     pct_insns: u32,
 
-    /// Chaos' instruction budget: at the end of some slices let the thread
-    /// run a seeded 1..=N more instructions before switching, so races with
-    /// no syscall in their window are reached; 0 switches only at syscalls.
-    /// Example: --chaos --chaos-insns 200
-    #[arg(long, default_value_t = 0)]
+    /// Chaos' instruction budget: at the start of some turns and the end of
+    /// some slices, let the thread run seeded further instructions before
+    /// switching, so races with no syscall in their window are reached; 0
+    /// switches only at events. Example: --chaos --chaos-insns 50
+    #[arg(long, default_value_t = 200)]
     chaos_insns: u32,
 
     /// Reach instruction-level points with a breakpoint: a few single-steps
     /// pick an instruction, then an int3 counts N of its executions (cheap
-    /// inside loops; N is drawn from the budget). Example: --breakpoints
+    /// inside loops; N is drawn from the budget). The default of --chaos;
+    /// PCT single-steps unless given. Example: --pct --breakpoints
     #[arg(long)]
     breakpoints: bool,
+
+    /// Reach --chaos's instruction-level points by single-stepping only
+    /// (~30 us an instruction) instead of breakpoints. Example: --chaos --single-step
+    #[arg(long, conflicts_with = "breakpoints")]
+    single_step: bool,
+
+    /// Scheduling points at the entries of pthread and semaphore functions
+    /// (mutex, rwlock, condition, barrier, spin lock, create, join; found
+    /// by symbol, reached by breakpoints) and at thread start, where the
+    /// new thread may run before its creator's next instruction: `auto`
+    /// (on under --chaos and --pct, and when --schedule was recorded with
+    /// them), `on` or `off`. Example: --sync-points off
+    #[arg(long, value_name = "WHEN", default_value = "auto", value_parser = ["auto", "on", "off"])]
+    sync_points: String,
+
+    /// Do not probe threads that run without syscalls for spins (a loop
+    /// that changes nothing, preempted at a point that is the same in every
+    /// run): only the --watchdog-ms preemption remains. Example: --no-spin-points
+    #[arg(long)]
+    no_spin_points: bool,
 
     /// Write the schedule trace (decisions and intercepted syscalls, JSON
     /// lines; same bytes for the same seed). Example: --trace run.jsonl
@@ -423,11 +444,13 @@ pub fn run(cli: &RunArgs, command: &[OsString]) -> Result<i32> {
     };
     let mut script = None;
     let mut seed = cli.seed.unwrap_or(0);
+    let mut sync_points = cli.chaos || cli.pct.is_some();
     if let Some(f) = &cli.schedule {
         let sc = detrun_tracer::schedule::Schedule::load(f).map_err(anyhow::Error::msg)?;
         if cli.seed.is_none() {
             seed = sc.seed;
         }
+        sync_points |= sc.sync;
         script = Some(sc.turns);
     }
     let policy_name = match (cli.pct, cli.chaos) {
@@ -471,7 +494,13 @@ pub fn run(cli: &RunArgs, command: &[OsString]) -> Result<i32> {
             .pct
             .map(|d| (d.clamp(1, 64), cli.pct_steps.max(1), cli.pct_insns)),
         chaos_insns: cli.chaos_insns,
-        breakpoints: cli.breakpoints,
+        breakpoints: cli.breakpoints || (cli.chaos && !cli.single_step),
+        sync_points: match cli.sync_points.as_str() {
+            "on" => true,
+            "off" => false,
+            _ => sync_points,
+        },
+        spin_points: !cli.no_spin_points,
         trace: cli.trace.clone(),
         hostname: cli.hostname.clone(),
         ncpus: cli.cpus.clamp(1, 64),

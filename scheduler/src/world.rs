@@ -102,6 +102,9 @@ pub struct Config {
     /// instructions to pick an address, then count that many executions of
     /// it (cheap inside loops) instead of stepping every instruction.
     pub breakpoints: bool,
+    /// Thread start is a scheduling point: at the return of clone the new
+    /// thread may run before its creator's next instruction.
+    pub start_points: bool,
     /// The virtual network's latency, loss and partitions.
     pub net: crate::net::NetConfig,
 }
@@ -116,6 +119,7 @@ impl Default for Config {
             policy: Policy::RoundRobin,
             chaos_insns: 0,
             breakpoints: false,
+            start_points: false,
             net: crate::net::NetConfig::default(),
         }
     }
@@ -124,8 +128,9 @@ impl Default for Config {
 #[derive(Clone, Debug)]
 struct Thread {
     proc: ProcId,
-    /// Priority under Chaos and PCT (higher runs first).
-    prio: u64,
+    /// Priority under Chaos and PCT (higher runs first). Signed: a yield
+    /// puts a thread below every other, under the change-point levels.
+    prio: i64,
     state: State,
     deadline: Option<u64>,
     wake: Option<WakeReason>,
@@ -190,6 +195,8 @@ pub struct Segment {
     /// With breakpoints: executions of the instruction reached after
     /// `insns` steps that ran before the preemption (0: none).
     pub hits: u32,
+    /// Instructions stepped after the last of those executions.
+    pub after: u32,
 }
 
 /// An instruction-level preemption for the tracer to carry out.
@@ -199,6 +206,13 @@ pub struct InsnPoint {
     pub steps: u32,
     /// Then: executions of the instruction reached to wait for (0: none).
     pub hits: u32,
+    /// Then: instructions to single-step (a position in a loop's body).
+    pub after: u32,
+    /// Step exactly `steps` (a replay). Otherwise, with `hits`, step on
+    /// from there to the next backward jump, a loop's head, whose
+    /// executions then count: a loop is where a long stretch with no
+    /// event runs, and its head is executed again.
+    pub exact: bool,
 }
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Next {
@@ -241,7 +255,11 @@ pub struct World {
     /// Intercepted events so far (PCT steps).
     steps: u64,
     /// PCT priority change points, ascending, with the level each sets.
-    change_points: Vec<(u64, u64)>,
+    change_points: Vec<(u64, i64)>,
+    /// The priority the next voluntary yield gives (falls by one each time).
+    yield_floor: i64,
+    /// Instructions the run's instruction-level points stepped or counted.
+    stepped: u64,
     /// Length of the current slice (Chaos draws it per turn).
     slice_len: u32,
     /// The turns taken so far, for `--record-schedule`.
@@ -257,7 +275,7 @@ pub struct World {
     script_insns: InsnPoint,
     /// An instruction-level preemption the tracer must carry out: run this
     /// many more instructions, then (PCT) drop to the given priority.
-    pending_insns: Option<(InsnPoint, Option<u64>)>,
+    pending_insns: Option<(InsnPoint, Option<i64>)>,
     /// Sockets, connections and data in flight.
     pub net: crate::net::Net,
 }
@@ -272,7 +290,7 @@ impl World {
         let mut sched = streams.stream(Purpose::Sched, 0);
         let mut change_points = Vec::new();
         if let Policy::Pct { depth, steps, .. } = cfg.policy {
-            for level in 1..depth.max(1) as u64 {
+            for level in 1..depth.max(1) as i64 {
                 change_points.push((sched.next_u64() % steps.max(1), level));
             }
             change_points.sort();
@@ -305,13 +323,20 @@ impl World {
             switches: 0,
             steps: 0,
             change_points,
+            yield_floor: 0,
+            stepped: 0,
             slice_len,
             recorded: Vec::new(),
             script: Vec::new(),
             script_pos: 0,
             diverged: None,
             scripted: false,
-            script_insns: InsnPoint { steps: 0, hits: 0 },
+            script_insns: InsnPoint {
+                steps: 0,
+                hits: 0,
+                after: 0,
+                exact: true,
+            },
             pending_insns: None,
         }
     }
@@ -328,31 +353,55 @@ impl World {
     /// instruction and a number of its executions.
     fn draw_point(&mut self, budget: u32) -> InsnPoint {
         let r = self.sched.next_u64();
-        if self.cfg.breakpoints {
+        let budget = budget.max(1) as u64;
+        // Steps over every scale up to the budget: a uniform draw would
+        // seldom stop in the first few instructions after an event, where
+        // a window right after a lock or a thread start is.
+        let scale = 64 - budget.leading_zeros() as u64;
+        let log_steps = |r: u64| 1 + ((r >> 8) % (1u64 << ((r % scale) + 1)).min(budget)) as u32;
+        if self.cfg.breakpoints && r.is_multiple_of(2) {
+            // A loop's head (the next backward jump after a few steps) and
+            // a number of its executions, also over every scale; then a
+            // position in its body.
+            let shift = (r >> 48) % 8;
             InsnPoint {
-                steps: 1 + (r % 64) as u32,
-                hits: 1 + ((r >> 16) % budget.max(1) as u64) as u32,
+                steps: 1 + ((r >> 1) % 64) as u32,
+                hits: 1 + (((r >> 16) % budget) >> shift) as u32,
+                after: ((r >> 56) % 64) as u32,
+                exact: false,
             }
         } else {
             InsnPoint {
-                steps: 1 + (r % budget.max(1) as u64) as u32,
+                steps: log_steps(r >> 1),
                 hits: 0,
+                after: 0,
+                exact: true,
             }
         }
     }
 
     /// The running thread `t` ran `done` more instructions (fewer than asked
     /// if it reached a syscall first) and is preempted there.
-    pub fn insn_preempted(&mut self, t: Tid, done: u32, hits: u32) {
+    pub fn insn_preempted(&mut self, t: Tid, done: u32, hits: u32, after: u32) {
         if let Some((_, level)) = self.pending_insns.take() {
             if let (Some(level), Some(th)) = (level, self.threads.get_mut(t as usize)) {
                 th.prio = level;
             }
         }
+        // Chaos: the point is there to let another thread in; picked by
+        // priority, the preempted thread would mostly go on at once.
+        if self.cfg.policy == Policy::Chaos && !self.scripted {
+            self.yield_floor -= 1;
+            if let Some(th) = self.threads.get_mut(t as usize) {
+                th.prio = self.yield_floor;
+            }
+        }
+        self.stepped += u64::from(done) + u64::from(hits) + u64::from(after);
         if let Some(seg) = self.recorded.last_mut() {
             seg.preempted = true;
             seg.insns = done.max(1);
             seg.hits = hits;
+            seg.after = after;
         }
     }
 
@@ -376,11 +425,11 @@ impl World {
         self.sched = streams.stream(Purpose::Sched, 1);
         self.net.reseed(streams.stream(Purpose::Fault, 1));
         for t in &mut self.threads {
-            t.prio = self.sched.next_u64();
+            t.prio = (self.sched.next_u64() >> 1) as i64;
         }
         if let Policy::Pct { depth, steps, .. } = self.cfg.policy {
             self.change_points.clear();
-            for level in 1..depth.max(1) as u64 {
+            for level in 1..depth.max(1) as i64 {
                 let at = self.steps + self.sched.next_u64() % steps.max(1);
                 self.change_points.push((at, level));
             }
@@ -418,8 +467,8 @@ impl World {
         let prio = match self.cfg.policy {
             Policy::RoundRobin => 0,
             // PCT: initial priorities sit above the d-1 change-point levels.
-            Policy::Pct { depth, .. } => depth as u64 + (self.sched.next_u64() >> 8),
-            Policy::Chaos => self.sched.next_u64(),
+            Policy::Pct { depth, .. } => depth as i64 + (self.sched.next_u64() >> 8) as i64,
+            Policy::Chaos => (self.sched.next_u64() >> 1) as i64,
         };
         self.threads.push(Thread {
             proc,
@@ -909,6 +958,61 @@ impl World {
         }
     }
 
+    /// `t` yields of its own accord (sched_yield, a zero sleep, a spin
+    /// that waits for another thread): it gives up the turn, and under
+    /// Chaos and PCT drops below every other thread, so that a yield loop
+    /// lets the others run rather than being picked again forever. (PCT
+    /// would otherwise run its highest thread's spin for good; CHESS's
+    /// fair scheduling and Fray's PCT lower a yielding thread the same way.)
+    pub fn yielded(&mut self, t: Tid) {
+        if self.cfg.policy != Policy::RoundRobin && !self.scripted {
+            self.yield_floor -= 1;
+            if let Some(th) = self.threads.get_mut(t as usize) {
+                th.prio = self.yield_floor;
+            }
+        }
+        self.yield_turn(t);
+    }
+
+    /// `t` just created a thread or process: a scheduling point, at which
+    /// the new one may run before its creator's next instruction. True
+    /// when `t` should give up the turn. Without `start_points` the creator
+    /// goes on (the default policy's runs stay as they were).
+    pub fn thread_started(&mut self, t: Tid) -> bool {
+        if !self.cfg.start_points {
+            return false;
+        }
+        let expired = self.tick(t);
+        // Chaos: the creator may also be preempted a few instructions on,
+        // where it publishes what the new thread reads.
+        if !expired
+            && !self.scripted
+            && self.cfg.policy == Policy::Chaos
+            && self.cfg.chaos_insns > 0
+            && self.pending_insns.is_none()
+            && self.sched.next_u64().is_multiple_of(self.point_odds())
+        {
+            let p = self.draw_point(self.cfg.chaos_insns);
+            self.pending_insns = Some((p, None));
+        }
+        expired
+    }
+
+    /// Chaos arms an instruction-level point at one turn in this many:
+    /// every other with a few threads, fewer with many (each costs
+    /// single-steps, and there are more turns).
+    /// The odds also fall as the run's points have stepped more
+    /// instructions, so that a long run's points cost ~ the square root
+    /// of its turns rather than a share of each.
+    fn point_odds(&self) -> u64 {
+        let live = self
+            .threads
+            .iter()
+            .filter(|t| t.state != State::Dead)
+            .count() as u64;
+        (live / 4).max(2) * (1 + self.stepped / 1000)
+    }
+
     pub fn is_runnable(&self, t: Tid) -> bool {
         self.threads[t as usize].state == State::Runnable
     }
@@ -940,6 +1044,8 @@ impl World {
                 self.script_insns = InsnPoint {
                     steps: if seg.preempted { seg.insns } else { 0 },
                     hits: if seg.preempted { seg.hits } else { 0 },
+                    after: if seg.preempted { seg.after } else { 0 },
+                    exact: true,
                 };
                 return Some(seg.tid);
             }
@@ -967,7 +1073,7 @@ impl World {
                 // Re-draw the priority of one thread now and then.
                 if r.is_multiple_of(4) {
                     let v = c[((r >> 8) % c.len() as u64) as usize];
-                    self.threads[v as usize].prio = self.sched.next_u64();
+                    self.threads[v as usize].prio = (self.sched.next_u64() >> 1) as i64;
                 }
                 // Mostly the highest priority runs (starving the others for
                 // a while); sometimes a uniformly random one.
@@ -984,7 +1090,7 @@ impl World {
                 if self.cfg.chaos_insns > 0
                     && c.len() > 1
                     && self.pending_insns.is_none()
-                    && self.sched.next_u64().is_multiple_of(4)
+                    && self.sched.next_u64().is_multiple_of(self.point_odds())
                 {
                     let p = self.draw_point(self.cfg.chaos_insns);
                     self.pending_insns = Some((p, None));
@@ -1036,6 +1142,7 @@ impl World {
                     preempted: false,
                     insns: 0,
                     hits: 0,
+                    after: 0,
                 });
                 return Next::Run(t);
             }

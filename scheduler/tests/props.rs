@@ -120,7 +120,7 @@ fn drive_scripted(
                     }
                     // What the tracer does for an instruction-level point.
                     if let Some(k) = w.take_insn_preemption() {
-                        w.insn_preempted(t, k.steps, k.hits);
+                        w.insn_preempted(t, k.steps, k.hits, k.after);
                         w.yield_turn(t);
                         cur = None;
                         break;

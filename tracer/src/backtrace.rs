@@ -11,15 +11,15 @@ use crate::sys;
 use libc::pid_t;
 use std::collections::BTreeMap;
 
-struct Mapping {
-    start: u64,
-    end: u64,
-    exec: bool,
-    offset: u64,
-    path: String,
+pub(crate) struct Mapping {
+    pub start: u64,
+    pub end: u64,
+    pub exec: bool,
+    pub offset: u64,
+    pub path: String,
 }
 
-fn maps(pid: pid_t) -> Vec<Mapping> {
+pub(crate) fn maps(pid: pid_t) -> Vec<Mapping> {
     let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
         return Vec::new();
     };

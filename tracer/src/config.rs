@@ -20,6 +20,12 @@ pub struct RunConfig {
     pub chaos_insns: u32,
     /// Reach instruction-level points with breakpoints (see the world).
     pub breakpoints: bool,
+    /// Entries of pthread/semaphore functions and thread start are
+    /// scheduling points (`syncpoints`).
+    pub sync_points: bool,
+    /// Threads spinning on memory are found by probes and preempted at a
+    /// point that is the same in every run (`supervisor/spin.rs`).
+    pub spin_points: bool,
     /// Write the schedule trace (JSON lines) here.
     pub trace: Option<PathBuf>,
     /// Stop the run (exit 124) when virtual time passes this many ns.
@@ -101,6 +107,8 @@ impl Default for RunConfig {
             pct: None,
             chaos_insns: 0,
             breakpoints: false,
+            sync_points: false,
+            spin_points: true,
             trace: None,
             script: None,
             backtrace_turn: None,

@@ -138,6 +138,8 @@ pub struct Ctx {
     /// The backtrace asked for with `backtrace_turn` was printed.
     pub backtrace_done: bool,
     pub hooks: Hooks,
+    /// Sync-op entries found per file (`syncpoints`).
+    pub sync_syms: crate::syncpoints::SymCache,
 }
 
 impl Ctx {
@@ -158,6 +160,7 @@ impl Ctx {
             },
             chaos_insns: cfg.chaos_insns,
             breakpoints: cfg.breakpoints,
+            start_points: cfg.sync_points,
             net: cfg.net.clone(),
         };
         let epoch_ns = cfg.epoch_secs.saturating_mul(1_000_000_000);
@@ -217,6 +220,7 @@ impl Ctx {
             },
             backtrace_done: false,
             hooks,
+            sync_syms: Default::default(),
         }
     }
 
@@ -296,6 +300,7 @@ impl Ctx {
                 io: Vec::new(),
                 wait_mask: None,
                 parked_nr: -1,
+                last_sync: None,
                 io_restore: Vec::new(),
                 again: false,
                 vtid,

@@ -23,6 +23,7 @@ pub mod signals;
 pub mod spawn;
 pub mod summary;
 pub mod supervisor;
+pub mod syncpoints;
 pub mod sys;
 pub mod sysnames;
 pub mod table;

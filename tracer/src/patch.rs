@@ -40,6 +40,8 @@ pub struct Patches {
     sites: BTreeMap<u64, u32>,
     /// Stub pages: (address, stubs used).
     pages: Vec<(u64, u64)>,
+    /// Sync-op entries armed with an int3.
+    pub sync: crate::syncpoints::Sites,
 }
 
 impl Patches {
@@ -214,6 +216,31 @@ fn install(
     let at = stub_slot(s, tid, p, insn, site)?;
     let (stub, jump) = code(at)?;
     sys::write_code(tid, &[(at, &stub), (site, &jump)]).ok()?;
+    count_slot(s, p, at);
+    Some(())
+}
+
+/// Write the stub `code(at)` to a free slot near `site` in process `p`
+/// and return its address (a trampoline; nothing jumps there yet).
+pub(crate) fn place(
+    s: &mut Ctx,
+    tid: pid_t,
+    p: usize,
+    site: u64,
+    code: impl Fn(u64) -> Option<Vec<u8>>,
+) -> Option<u64> {
+    let insn = s.procs[p].syscall_insn;
+    if !s.procs[p].shim_mapped || insn == 0 {
+        return None;
+    }
+    let at = stub_slot(s, tid, p, insn, site)?;
+    let stub = code(at)?;
+    sys::write_code(tid, &[(at, &stub)]).ok()?;
+    count_slot(s, p, at);
+    Some(at)
+}
+
+fn count_slot(s: &mut Ctx, p: usize, at: u64) {
     if let Some(pg) = s.procs[p]
         .patch
         .pages
@@ -222,7 +249,6 @@ fn install(
     {
         pg.1 += 1;
     }
-    Some(())
 }
 
 /// A free stub slot within reach of `site`, mapping a new page if needed.

@@ -10,7 +10,9 @@
 //! 1 3 e
 //! ```
 //!
-//! After the header (`seed`, `policy`: the run that recorded it), each line
+//! After the header (`seed`, `policy`: the run that recorded it; `points
+//! sync` when sync-op entries and thread start were scheduling points, as
+//! a replay must make them again), each line
 //! is one turn: the thread (numbered in creation order from 0), how many
 //! intercepted events it ran, and `p` if the turn ended because the
 //! scheduler preempted it or `e` if the thread ended the turn itself
@@ -18,7 +20,8 @@
 //! the number of instructions the thread ran after its last event before
 //! the preemption (an instruction-level preemption point, reached by
 //! single-stepping); `S@H` means S single-steps, then H executions of the
-//! instruction reached (the breakpoint variant). Replaying follows the turns in order and then
+//! instruction reached (the breakpoint variant), and `S@H+A` A further
+//! single-steps after those executions. Replaying follows the turns in order and then
 //! continues with the default policy; a prefix of a schedule is a valid
 //! schedule (that is how `analyze` bisects).
 
@@ -32,15 +35,26 @@ pub const HEADER: &str = "# detrun schedule v1";
 pub struct Schedule {
     pub seed: u64,
     pub policy: String,
+    /// Sync-op and thread-start points were on.
+    pub sync: bool,
     pub turns: Vec<Segment>,
 }
 
 impl Schedule {
     pub fn render(&self) -> String {
         let mut s = format!("{HEADER}\nseed {}\npolicy {}\n", self.seed, self.policy);
+        if self.sync {
+            s.push_str("points sync\n");
+        }
         for t in &self.turns {
             let kind = if t.preempted { 'p' } else { 'e' };
-            if t.hits > 0 {
+            if t.after > 0 {
+                let _ = writeln!(
+                    s,
+                    "{} {} {kind} {}@{}+{}",
+                    t.tid, t.events, t.insns, t.hits, t.after
+                );
+            } else if t.hits > 0 {
                 let _ = writeln!(s, "{} {} {kind} {}@{}", t.tid, t.events, t.insns, t.hits);
             } else if t.insns > 0 {
                 let _ = writeln!(s, "{} {} {kind} {}", t.tid, t.events, t.insns);
@@ -60,6 +74,7 @@ impl Schedule {
         }
         let mut seed = 0;
         let mut policy = "default".to_string();
+        let mut sync = false;
         let mut turns = Vec::new();
         for (i, line) in lines.enumerate() {
             let line = line.trim();
@@ -71,6 +86,7 @@ impl Schedule {
             match f.as_slice() {
                 ["seed", v] => seed = v.parse().map_err(|_| bad())?,
                 ["policy", v] => policy = v.to_string(),
+                ["points", v] => sync = v.split(',').any(|k| k == "sync"),
                 [t, n, k] | [t, n, k, _] => turns.push(Segment {
                     tid: t.parse().map_err(|_| bad())?,
                     events: n.parse().map_err(|_| bad())?,
@@ -89,7 +105,16 @@ impl Schedule {
                         None => 0,
                     },
                     hits: match f.get(3).and_then(|i| i.split_once('@')) {
-                        Some((_, h)) => h.parse().map_err(|_| bad())?,
+                        Some((_, h)) => h
+                            .split('+')
+                            .next()
+                            .unwrap_or("")
+                            .parse()
+                            .map_err(|_| bad())?,
+                        None => 0,
+                    },
+                    after: match f.get(3).and_then(|i| i.split_once('+')) {
+                        Some((_, a)) => a.parse().map_err(|_| bad())?,
                         None => 0,
                     },
                 }),
@@ -99,6 +124,7 @@ impl Schedule {
         Ok(Schedule {
             seed,
             policy,
+            sync,
             turns,
         })
     }
@@ -118,6 +144,7 @@ mod tests {
         let s = Schedule {
             seed: 9,
             policy: "chaos".into(),
+            sync: true,
             turns: vec![
                 Segment {
                     tid: 0,
@@ -125,6 +152,7 @@ mod tests {
                     preempted: true,
                     insns: 0,
                     hits: 0,
+                    after: 0,
                 },
                 Segment {
                     tid: 1,
@@ -132,6 +160,7 @@ mod tests {
                     preempted: true,
                     insns: 37,
                     hits: 12,
+                    after: 5,
                 },
                 Segment {
                     tid: 2,
@@ -139,6 +168,7 @@ mod tests {
                     preempted: false,
                     insns: 0,
                     hits: 0,
+                    after: 0,
                 },
             ],
         };

@@ -66,6 +66,11 @@ pub struct Summary {
     pub insn_points_moved: u64,
     pub single_steps: u64,
     pub breakpoint_hits: u64,
+    /// Sync-op entries armed with a breakpoint, and the points they gave.
+    pub sync_sites: u64,
+    pub sync_points: u64,
+    /// Spin waits found by probes and preempted.
+    pub spin_points: u64,
     pub scheduling_decisions: u64,
     pub context_switches: u64,
     pub namespaces: bool,
@@ -123,6 +128,10 @@ pub struct Stats {
     pub insn_points_moved: u64,
     pub single_steps: u64,
     pub breakpoint_hits: u64,
+    /// Sync-op entries armed, and the points they gave.
+    pub sync_sites: u64,
+    pub sync_points: u64,
+    pub spin_points: u64,
     pub threads: u64,
     pub processes: u64,
     hazards: BTreeMap<(String, String), u64>,
@@ -146,6 +155,9 @@ impl Default for Stats {
             insn_points_moved: 0,
             single_steps: 0,
             breakpoint_hits: 0,
+            sync_sites: 0,
+            sync_points: 0,
+            spin_points: 0,
             threads: 0,
             processes: 0,
             hazards: BTreeMap::new(),
@@ -213,6 +225,9 @@ impl Stats {
             insn_points_moved: self.insn_points_moved,
             single_steps: self.single_steps,
             breakpoint_hits: self.breakpoint_hits,
+            sync_sites: self.sync_sites,
+            sync_points: self.sync_points,
+            spin_points: self.spin_points,
             hazards: self
                 .hazards
                 .iter()
@@ -266,6 +281,20 @@ impl Summary {
             "  preemption          {} instruction preemptions, {} single-steps, {} breakpoint hits",
             self.insn_preemptions, self.single_steps, self.breakpoint_hits
         );
+        if self.spin_points > 0 {
+            let _ = writeln!(
+                s,
+                "  spin points         {} spin waits preempted",
+                self.spin_points
+            );
+        }
+        if self.sync_sites > 0 {
+            let _ = writeln!(
+                s,
+                "  sync points         {} at {} sync-op entries and atomics",
+                self.sync_points, self.sync_sites
+            );
+        }
         let _ = writeln!(
             s,
             "  scheduling          {} decisions, {} switches",

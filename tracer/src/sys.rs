@@ -67,6 +67,31 @@ pub fn syscall_op(pid: pid_t) -> Option<u8> {
     Some(buf[0])
 }
 
+/// The FPU/SSE/AVX register state (XSAVE layout), for comparing two
+/// moments of a thread.
+pub fn get_xstate(pid: pid_t) -> io::Result<Vec<u8>> {
+    const NT_X86_XSTATE: usize = 0x202;
+    let mut buf = vec![0u8; 4096];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: the kernel writes at most iov_len bytes into `buf`.
+    let r = unsafe {
+        libc::ptrace(
+            libc::PTRACE_GETREGSET,
+            pid,
+            NT_X86_XSTATE as *mut c_void,
+            &mut iov as *mut libc::iovec as *mut c_void,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    buf.truncate(iov.iov_len);
+    Ok(buf)
+}
+
 pub fn get_regs(pid: pid_t) -> io::Result<Regs> {
     // SAFETY: user_regs_struct is plain data; zeroed is a valid value.
     let mut r: Regs = unsafe { std::mem::zeroed() };

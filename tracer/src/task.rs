@@ -58,6 +58,9 @@ pub enum Park {
 #[derive(Debug)]
 pub enum Post {
     None,
+    /// A new thread's creator at the exit of clone: arm the sync-op
+    /// entries, then thread start's scheduling point.
+    Started,
     /// wait4/waitid made non-blocking: `opts_arg` is the argument index of
     /// the options, `orig` their original value.
     Wait {
@@ -106,9 +109,14 @@ pub enum Post {
     LockPid {
         flock: u64,
     },
-    /// Copy mode: the call returns this (a child's guest PID) if it succeeded.
+    /// Copy mode: the call returns this (a child's guest PID) if it
+    /// succeeded; for a clone that made a thread, the sync-op entries are
+    /// armed then, as `Started` does; `start`: thread start's point is
+    /// taken then (not for vfork, whose parent resumes when released).
     SetRet {
         value: i32,
+        thread: bool,
+        start: bool,
     },
     /// accept on a virtual listener: name the new socket's peer.
     Accept {
@@ -148,6 +156,9 @@ pub struct Tracee {
     pub wait_mask: Option<u64>,
     /// The syscall it is parked in, for deadlock reports.
     pub parked_nr: i64,
+    /// The last sync-op entry the thread made: (function, first argument),
+    /// for the deadlock report.
+    pub last_sync: Option<(&'static str, u64)>,
     /// Descriptors to steal again into `io` (an instance of a checkpoint).
     pub io_restore: Vec<(i32, i16)>,
     /// Guest-visible TID (as the original run had it) and the kernel's

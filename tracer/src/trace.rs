@@ -67,10 +67,28 @@ impl Trace {
     }
 
     /// An instruction-level preemption of thread `vt`.
-    pub fn insn_preemption(&mut self, t: u64, vt: u32, steps: u32, hits: u32) {
+    pub fn insn_preemption(&mut self, t: u64, vt: u32, rip: u64, p: (u32, u32, u32)) {
+        let (steps, hits, after) = p;
         self.put(format_args!(
-            "{{\"t\":{t},\"tid\":{vt},\"preempt\":{{\"steps\":{steps},\"hits\":{hits}}}}}\n"
+            "{{\"t\":{t},\"tid\":{vt},\"preempt\":{{\"rip\":{rip},\"steps\":{steps},\"hits\":{hits}"
         ));
+        if after > 0 {
+            self.put(format_args!(",\"after\":{after}"));
+        }
+        self.put(format_args!("}}}}\n"));
+    }
+
+    /// A sync-op point: the function entered and its first argument (the
+    /// lock, condition or thread).
+    pub fn sync_point(&mut self, t: u64, vt: u32, func: &str, obj: u64) {
+        self.put(format_args!(
+            "{{\"t\":{t},\"tid\":{vt},\"sync\":\"{func}\",\"obj\":{obj}}}\n"
+        ));
+    }
+
+    /// A spin wait preempted at `rip`, the lowest address of its loop.
+    pub fn spin_point(&mut self, t: u64, vt: u32, rip: u64) {
+        self.put(format_args!("{{\"t\":{t},\"tid\":{vt},\"spin\":{rip}}}\n"));
     }
 
     pub fn flush(&mut self) -> std::io::Result<()> {

@@ -179,6 +179,15 @@ impl ClockPage {
         self.set(shim::LIMIT, limit);
     }
 
+    /// A time stub made its call trapped because the clock reached the
+    /// limit (not because it does not answer that clock).
+    pub fn at_limit(&self, clock: Option<u64>) -> bool {
+        let answered =
+            clock.is_none_or(|c| c <= 7 && self.get(shim::OFFSETS + c as usize) != u64::MAX);
+        answered
+            && self.get(shim::MONO).saturating_add(self.get(shim::COST)) >= self.get(shim::LIMIT)
+    }
+
     /// At a stop: where the stubs took the clock, and how many time, stat
     /// and read calls they answered since the last look.
     pub fn absorb(&self) -> (u64, [u64; 3]) {

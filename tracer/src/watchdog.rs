@@ -1,9 +1,13 @@
 //! The watchdog and detrun's own signals.
 //!
 //! A periodic alarm (`ALARM_MS`) interrupts the supervisor's wait. A running
-//! thread that made no stop for `--watchdog-ms` and used that much CPU is
-//! spinning (preempted, a hazard); one asleep in the kernel in a call the
-//! filter let through is interrupted and left to block without the turn.
+//! thread that made no stop for a few milliseconds while another could run
+//! is probed for a spin (`supervisor/spin.rs`: a loop that changes
+//! nothing, preempted at a point that is the same in every run); the
+//! probes back off while it computes. One that made no stop for
+//! `--watchdog-ms` and used that much CPU is preempted as a last resort (a
+//! hazard); one asleep in the kernel in a call the filter let through is
+//! interrupted and left to block without the turn.
 //! SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGUSR1/2 to detrun are forwarded
 //! to the guest.
 
@@ -31,7 +35,12 @@ extern "C" fn on_alarm(_: i32) {
 }
 
 /// Period of the watchdog's alarm.
-const ALARM_MS: u64 = 100;
+const ALARM_MS: u64 = 2;
+
+/// Alarm ticks after a resume before the first spin probe, and the most
+/// between two probes of one stretch (they back off, doubling).
+pub(crate) const PROBE_FIRST: u64 = 2;
+pub(crate) const PROBE_MAX_GAP: u64 = 16;
 
 /// A resume of the running thread: its sequence number and the alarm tick.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -96,6 +105,19 @@ pub struct Watch {
     /// The first look at a long-running thread: (tid, its `resumed_at`,
     /// CPU ns used then).
     pub sample: Option<(pid_t, Mark, u64)>,
+    /// The spin probe of the running thread's current stretch.
+    pub probe: Option<Probe>,
+}
+
+/// A spin probe: of which thread and stretch (the mark of its last real
+/// stop, which a probe's own stop does not replace), the tick of the next,
+/// and whether an interrupt for one is on its way.
+#[derive(Clone, Copy, Debug)]
+pub struct Probe {
+    pub tid: pid_t,
+    pub mark: Mark,
+    pub next: u64,
+    pub pending: bool,
 }
 
 impl Ctx {
@@ -118,6 +140,9 @@ impl Ctx {
         }
         let ticks =
             (ALARMS.load(Ordering::Relaxed) as u64).wrapping_sub(self.watch.resumed_at.tick);
+        if self.cfg.spin_points && self.probe_due(tid, ticks) {
+            return;
+        }
         if ticks < self.cfg.watchdog_ms.div_ceil(ALARM_MS).max(1) {
             return;
         }
@@ -159,6 +184,40 @@ impl Ctx {
             }
             _ => {}
         }
+    }
+
+    /// Interrupt `tid` for a spin probe if one is due (true: sent).
+    fn probe_due(&mut self, tid: pid_t, ticks: u64) -> bool {
+        let mark = self.watch.resumed_at;
+        let next = match self.watch.probe {
+            Some(p) if p.tid == tid && p.mark == mark => {
+                if p.pending {
+                    return false;
+                }
+                p.next
+            }
+            _ => PROBE_FIRST,
+        };
+        if ticks < next {
+            return false;
+        }
+        let others = self
+            .threads
+            .values()
+            .any(|t| t.tid != tid && self.world.is_runnable(t.vt));
+        if !others && self.world.next_deadline().is_none() {
+            return false;
+        }
+        if proc_state(tid) != Some('R') || sys::interrupt(tid).is_err() {
+            return false;
+        }
+        self.watch.probe = Some(Probe {
+            tid,
+            mark,
+            next: ticks + ticks.clamp(1, PROBE_MAX_GAP),
+            pending: true,
+        });
+        true
     }
 
     pub(crate) fn on_interrupt(&mut self) {

@@ -115,6 +115,7 @@ pub struct ThreadSnap {
     io: Vec<(i32, i16)>,
     wait_mask: Option<u64>,
     parked_nr: i64,
+    last_sync: Option<(&'static str, u64)>,
     vtid: pid_t,
 }
 
@@ -393,6 +394,7 @@ impl Ctx {
                 io,
                 wait_mask: t.wait_mask,
                 parked_nr: t.parked_nr,
+                last_sync: t.last_sync,
                 vtid: t.vtid,
             });
         }
@@ -692,6 +694,7 @@ fn tracee_from(tid: pid_t, t: &ThreadSnap, nstid: pid_t) -> Tracee {
         again: false,
         wait_mask: t.wait_mask,
         parked_nr: t.parked_nr,
+        last_sync: t.last_sync,
         vtid: t.vtid,
         nstid,
     }

@@ -192,6 +192,9 @@ fn apply(s: &mut Ctx, tid: pid_t, nr: i64, out: Out, mut regs: Regs) {
             regs.orig_rax = u64::MAX;
             regs.rax = v as u64;
             let _ = sys::set_regs(tid, &regs);
+            if let Some(vt) = s.threads.get(&tid).map(|t| t.vt) {
+                s.world.yielded(vt);
+            }
             s.yield_running(tid, crate::task::Resume::Cont(0));
         }
         Out::Done => {}
@@ -212,6 +215,16 @@ pub fn on_syscall_exit(s: &mut Ctx, tid: pid_t) {
     let Ok(regs) = sys::get_regs(tid) else { return };
     match post {
         Post::None => s.continue_running(tid),
+        Post::Started => {
+            // A process's first thread other than its own: arm it.
+            if s.threads
+                .get(&tid)
+                .is_some_and(|t| s.world.threads_of(t.proc).len() > 1)
+            {
+                crate::syncpoints::arm(s, tid);
+            }
+            process::start_point(s, tid);
+        }
         Post::Wait {
             opts_arg,
             orig,
@@ -220,13 +233,24 @@ pub fn on_syscall_exit(s: &mut Ctx, tid: pid_t) {
         Post::Kill { sig, target } => signal::kill_exit(s, tid, sig, target),
         Post::VWait { nr } => vpid::vwait_exit(s, tid, regs, nr),
         Post::LockPid { flock } => vpid::lock_pid_exit(s, tid, regs, flock),
-        Post::SetRet { value } => {
+        Post::SetRet {
+            value,
+            thread,
+            start,
+        } => {
             let mut r = regs;
             if (r.rax as i64) > 0 {
                 r.rax = value as u64;
                 let _ = sys::set_regs(tid, &r);
             }
-            s.continue_running(tid);
+            if thread {
+                crate::syncpoints::arm(s, tid);
+            }
+            if start {
+                process::start_point(s, tid);
+            } else {
+                s.continue_running(tid);
+            }
         }
         Post::Stat { buf, statx, path } => fs::stat_exit(s, tid, regs, buf, statx, path),
         Post::Touch => {

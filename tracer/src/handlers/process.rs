@@ -6,7 +6,7 @@
 use super::{Out, EFAULT, EPERM};
 use crate::ctx::Ctx;
 use crate::sys::{self, Args, Regs};
-use crate::task::{Park, Post};
+use crate::task::{Park, Post, Resume};
 use detrun_scheduler::Wait;
 use libc::pid_t;
 
@@ -205,7 +205,11 @@ pub fn on_clone_event(s: &mut Ctx, tid: pid_t, event: i32) {
     }
     if let Some(v) = vchild {
         if let Some(t) = s.threads.get_mut(&tid) {
-            t.post = Post::SetRet { value: v };
+            t.post = Post::SetRet {
+                value: v,
+                thread: is_thread,
+                start: event != libc::PTRACE_EVENT_VFORK,
+            };
         }
     }
     if event == libc::PTRACE_EVENT_VFORK {
@@ -221,7 +225,30 @@ pub fn on_clone_event(s: &mut Ctx, tid: pid_t, event: i32) {
         let _ = s.resume_syscall(tid, 0);
         return;
     }
-    s.continue_running(tid);
+    if s.cfg.sync_points {
+        // Thread start's point is taken at the exit stop, as in copy mode
+        // (a point's first step from inside clone would only finish the
+        // call), and arming injects calls, which it cannot do inside clone.
+        if let Some(t) = s.threads.get_mut(&tid) {
+            t.post = Post::Started;
+        }
+        let _ = s.resume_syscall(tid, 0);
+        return;
+    }
+    start_point(s, tid);
+}
+
+/// `tid` just created a thread or process: the world decides whether the
+/// new one runs before its creator's next instruction.
+pub fn start_point(s: &mut Ctx, tid: pid_t) {
+    let Some(vt) = s.threads.get(&tid).map(|t| t.vt) else {
+        return;
+    };
+    if s.world.thread_started(vt) {
+        s.yield_running(tid, Resume::Cont(0));
+    } else {
+        s.continue_running(tid);
+    }
 }
 
 /// Copy mode: the new thread or process gets the next guest PID, written

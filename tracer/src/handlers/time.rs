@@ -83,7 +83,7 @@ pub fn handle(s: &mut Ctx, tid: pid_t, a: &Args) -> Out {
             };
             let (sec, ns) = split(s.clock_now(tid, c));
             match sys::write_pair(tid, x[1], sec, ns) {
-                Ok(()) => Out::Ret(0),
+                Ok(()) => answered(s, tid, Some(x[0]), 0),
                 Err(_) => Out::Ret(EFAULT),
             }
         }
@@ -107,14 +107,14 @@ pub fn handle(s: &mut Ctx, tid: pid_t, a: &Args) -> Out {
             if x[1] != 0 && sys::write_u64(tid, x[1], 0).is_err() {
                 return Out::Ret(EFAULT);
             }
-            Out::Ret(0)
+            answered(s, tid, None, 0)
         }
         SYS_time => {
             let secs = (s.world.clock.realtime() / NS) as i64;
             if x[0] != 0 && sys::write_u64(tid, x[0], secs as u64).is_err() {
                 return Out::Ret(EFAULT);
             }
-            Out::Ret(secs)
+            answered(s, tid, None, secs)
         }
         SYS_nanosleep => match read_ts(tid, x[0]) {
             Ok(d) => sleep(s, d, x[1]),
@@ -291,8 +291,27 @@ pub fn handle(s: &mut Ctx, tid: pid_t, a: &Args) -> Out {
     }
 }
 
+/// The answer `v` of a time call. A call the time stubs made trapped at
+/// their limit comes from a thread that read the clock thousands of times
+/// (or up to a timer) without any other event: it is polling, so the call
+/// is a yield, and the thread it waits for gets to run.
+fn answered(s: &Ctx, tid: pid_t, clock: Option<u64>, v: i64) -> Out {
+    let from_stub = || {
+        sys::get_regs(tid)
+            .is_ok_and(|r| (detrun_shim::CODE_ADDR..detrun_shim::CODE_ADDR + 4096).contains(&r.rip))
+    };
+    match &s.clock_page {
+        Some(p) if p.at_limit(clock) && from_stub() => Out::Yield(v),
+        _ => Out::Ret(v),
+    }
+}
+
 /// Park the running thread for `dur` virtual nanoseconds.
 fn sleep(s: &mut Ctx, dur: u64, rem: u64) -> Out {
+    if dur == 0 {
+        // A zero sleep is a yield (and must be one under every policy).
+        return Out::Yield(0);
+    }
     let deadline = s.world.clock.monotonic().saturating_add(dur);
     Out::Park(Park::Sleep { rem, deadline }, Wait::Sleep, Some(deadline))
 }

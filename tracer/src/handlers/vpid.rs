@@ -74,7 +74,18 @@ pub fn invisible(s: &mut Ctx, tid: pid_t, regs: &Regs) -> bool {
         let _ = s.resume_syscall(tid, 0);
         return true;
     }
-    // Allowed by the base filter, trapped in copy mode, answered invisibly.
+    if !answer(s, tid, regs) {
+        return false;
+    }
+    let _ = s.cont(tid, 0);
+    true
+}
+
+/// Answer an identity call that the base filter allows and copy mode
+/// traps (the thread stays at its seccomp stop, the call skipped). False
+/// when `regs` is not one.
+pub fn answer(s: &mut Ctx, tid: pid_t, regs: &Regs) -> bool {
+    let nr = regs.orig_rax as i64;
     if !crate::table::copy_only(nr) {
         return false;
     }
@@ -127,9 +138,7 @@ pub fn invisible(s: &mut Ctx, tid: pid_t, regs: &Regs) -> bool {
     let mut r2 = *regs;
     r2.orig_rax = u64::MAX;
     r2.rax = r as u64;
-    let _ = sys::set_regs(tid, &r2);
-    let _ = s.cont(tid, 0);
-    true
+    sys::set_regs(tid, &r2).is_ok()
 }
 
 /// Copy mode's translation of PID-taking calls the base filter traps.

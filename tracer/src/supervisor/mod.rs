@@ -16,6 +16,7 @@
 //! loop only through the hooks it puts in `Ctx` (a stop taken while a
 //! handler waits, an instruction-level point to step).
 
+mod spin;
 mod stepping;
 
 use crate::checkpoint::branch::Branches;
@@ -24,7 +25,7 @@ use crate::ctx::{Ctx, Hold, Hooks};
 use crate::summary::Summary;
 use crate::sys;
 use crate::task::{Park, Resume};
-use crate::watchdog::{forward_pending, install_handlers, stop_alarm};
+use crate::watchdog::{self, forward_pending, install_handlers, stop_alarm};
 use detrun_scheduler::{Next, Wait, WakeReason};
 use libc::pid_t;
 
@@ -152,6 +153,7 @@ impl Supervisor {
             let sc = crate::schedule::Schedule {
                 seed: self.cx.cfg.seed,
                 policy: policy.clone(),
+                sync: self.cx.cfg.sync_points,
                 turns: self.cx.world.recorded.clone(),
             };
             std::fs::write(path, sc.render())?;
@@ -347,8 +349,12 @@ impl Ctx {
             if let Some(w) = self.world.waiting_on(t.vt) {
                 let name = crate::sysnames::name(t.parked_nr).unwrap_or("?");
                 let ns = crate::sys::ns_id(t.tid);
+                let last = match t.last_sync {
+                    Some((f, obj)) => format!(", last sync op {f}({obj:#x})"),
+                    None => String::new(),
+                };
                 lines.push(format!(
-                    "thread {} (pid {}): blocked in {} ({})",
+                    "thread {} (pid {}): blocked in {} ({}){last}",
                     ns,
                     self.procs[t.proc as usize].tgid_ns(),
                     name,
@@ -568,7 +574,24 @@ impl Ctx {
             (libc::SIGTRAP, libc::PTRACE_EVENT_EXIT) => self.on_exit_event(tid),
             (libc::SIGTRAP, libc::PTRACE_EVENT_VFORK_DONE) => self.on_vfork_done(tid),
             (_, sys::PTRACE_EVENT_STOP) => self.on_event_stop(tid, sig),
+            (libc::SIGTRAP, 0) if self.sync_trap(tid) => {}
             (sig, _) => crate::handlers::signal::on_signal(self, tid, sig),
+        }
+    }
+
+    /// A SIGTRAP from an armed sync-op entry: a scheduling point.
+    fn sync_trap(&mut self, tid: pid_t) -> bool {
+        let Ok(regs) = sys::get_regs(tid) else {
+            return false;
+        };
+        // An int3's SIGTRAP comes from the kernel (SI_KERNEL), not kill().
+        let from_int3 = || sys::get_siginfo(tid).is_ok_and(|si| si.si_code == 0x80);
+        match crate::syncpoints::hit(self, tid, &regs) {
+            Some((site, x)) if from_int3() => {
+                crate::syncpoints::on_hit(self, tid, regs, site, x);
+                true
+            }
+            _ => false,
         }
     }
 
@@ -606,6 +629,23 @@ impl Ctx {
         }
         // The watchdog interrupted the running thread.
         let state_kernel = crate::handlers::process::was_in_syscall(tid);
+        let probe = self.watch.probe.filter(|p| p.tid == tid && p.pending);
+        if let Some(p) = probe {
+            self.watch.probe = Some(watchdog::Probe {
+                pending: false,
+                ..p
+            });
+            if state_kernel {
+                // Caught inside a call the filter let through: not a spin,
+                // and no reason to park it (that is the watchdog's, for a
+                // call that blocks); the call goes on or restarts.
+                self.watch.resumed_at = p.mark;
+                let _ = sys::cont(tid, 0);
+                return;
+            }
+            self.spin_probe(tid, p.mark);
+            return;
+        }
         if state_kernel {
             // Let it wait in the kernel without the turn; it stops again at
             // the exit of the restarted call.
@@ -620,18 +660,22 @@ impl Ctx {
             let _ = self.resume_syscall(tid, 0);
         } else {
             self.yield_running(tid, Resume::Cont(0));
-            // Nobody else could run: the spinner used up the time until the
-            // next timer (that is what it was waiting for, most likely).
-            let others = self
-                .threads
-                .values()
-                .any(|t| self.world.is_runnable(t.vt) && t.tid != tid);
-            if !others {
-                if let Some(d) = self.world.next_deadline() {
-                    self.world.clock.advance_to(d);
-                    let ds = self.world.fire_due();
-                    self.deliver_timers(ds);
-                }
+            self.spun(tid);
+        }
+    }
+
+    /// `tid` was preempted spinning: if nobody else could run, it used up
+    /// the time until the next timer (what it waited for, most likely).
+    fn spun(&mut self, tid: pid_t) {
+        let others = self
+            .threads
+            .values()
+            .any(|t| self.world.is_runnable(t.vt) && t.tid != tid);
+        if !others {
+            if let Some(d) = self.world.next_deadline() {
+                self.world.clock.advance_to(d);
+                let ds = self.world.fire_due();
+                self.deliver_timers(ds);
             }
         }
     }

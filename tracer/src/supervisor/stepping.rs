@@ -6,6 +6,17 @@ use crate::sys;
 use crate::task::Resume;
 use libc::pid_t;
 
+/// Single-steps an instruction-level point may take looking for a loop.
+const LOOP_SEARCH: u32 = 192;
+
+/// How a wait inside a point ended.
+enum Waited {
+    Stop(i32),
+    /// The thread spins (`spin.rs`) and stands at the spin's point.
+    Spin,
+    Gone,
+}
+
 /// How an instruction-level point ended early.
 enum PointEnd {
     /// The thread is gone (its death was handled).
@@ -25,14 +36,44 @@ impl Ctx {
         let sig = libc::WSTOPSIG(st);
         let event = (st >> 16) & 0xffff;
         if sig == libc::SIGTRAP && event == libc::PTRACE_EVENT_SECCOMP {
-            // Reached a syscall first: preempt at its entry.
             if let Ok(r) = sys::get_regs(tid) {
+                if self.copy.on && crate::handlers::vpid::answer(self, tid, &r) {
+                    // A call only copy mode traps: a plain run steps over
+                    // it, so the point does too (the next step only
+                    // finishes the answered call).
+                    if self.step(tid).is_err() {
+                        return Some(PointEnd::Gone);
+                    }
+                    let Some(st) = self.wait_stop(tid) else {
+                        return Some(PointEnd::Gone);
+                    };
+                    let plain = libc::WIFSTOPPED(st)
+                        && libc::WSTOPSIG(st) == libc::SIGTRAP
+                        && (st >> 16) == 0;
+                    return if plain {
+                        None
+                    } else {
+                        self.point_stop(tid, st, trap_ok)
+                    };
+                }
                 self.stats.count(r.orig_rax as i64);
             }
+            // Reached a syscall first: preempt at its entry.
             return Some(PointEnd::At(Resume::Redo));
         }
         if sig == libc::SIGTRAP && event == 0 && trap_ok {
             return None;
+        }
+        if sig == libc::SIGTRAP && event == 0 {
+            // Ran into a sync-op entry's int3: preempt at the entry, the
+            // int3 not yet run (it runs, a point of its own, later).
+            if let Ok(mut r) = sys::get_regs(tid) {
+                if crate::syncpoints::is_site(self, tid, r.rip.wrapping_sub(1)) {
+                    r.rip -= 1;
+                    let _ = sys::set_regs(tid, &r);
+                    return Some(PointEnd::At(Resume::Cont(0)));
+                }
+            }
         }
         if sig == libc::SIGSEGV && crate::handlers::misc::emulate_fault(self, tid) {
             return None;
@@ -46,23 +87,22 @@ impl Ctx {
     }
 
     /// An instruction-level preemption point: single-step the running
-    /// thread `p.steps` instructions, then (breakpoint variant) wait for
-    /// `p.hits` executions of the instruction reached, by an int3 there;
-    /// stop early at a syscall or a signal; give up the turn there. A pure
-    /// function of the thread's own execution, so replays land on the same
-    /// instruction.
+    /// thread `p.steps` instructions (unless `p.exact`, on to the next
+    /// backward jump: a loop's head), then (breakpoint variant) wait for
+    /// `p.hits` executions of the instruction reached, by an int3 there,
+    /// then step `p.after` more; stop early at a syscall, a sync-op entry
+    /// or a signal; give up the turn there. A pure function of the
+    /// thread's own execution, so replays (which step exactly what was
+    /// recorded) land on the same instruction.
     pub(super) fn step_preempt(&mut self, tid: pid_t, p: detrun_scheduler::InsnPoint) {
         let Some(vt) = self.threads.get(&tid).map(|t| t.vt) else {
             return;
         };
-        let mut done = 0u32;
-        let mut hits = 0u32;
-        let mut resume = Resume::Cont(0);
-        let mut ended = false;
-        // Never stop inside detrun's code in the tracee (it updates the
-        // shared clock and tables, and an int3 there would reach every
-        // process mapping it): step on until out, the same steps every run.
-        while done < p.steps || (done < p.steps.saturating_add(100_000) && self.in_shim(tid)) {
+        // From a seccomp (or entry) stop, the first step only finishes the
+        // call: take it uncounted, so that a point counts the same from
+        // either kind of stop (copy mode answers some calls at the seccomp
+        // stop that a plain run lets the kernel answer).
+        if matches!(sys::syscall_op(tid), Some(1 | 3)) {
             if self.step(tid).is_err() {
                 return;
             }
@@ -70,23 +110,62 @@ impl Ctx {
                 return;
             };
             match self.point_stop(tid, st, true) {
-                None => {
-                    // An emulated rdtsc/cpuid also counts as one instruction.
-                    done += 1;
-                    self.stats.single_steps += 1;
-                    if done == p.steps + 1 {
-                        self.stats.insn_points_moved += 1;
-                    }
-                }
+                None => {}
                 Some(PointEnd::Gone) => return,
-                Some(PointEnd::At(r)) => {
-                    resume = r;
-                    ended = true;
-                    break;
-                }
+                Some(PointEnd::At(r)) => return self.point_end(tid, vt, 0, 0, 0, r),
             }
         }
-        if !ended && p.hits > 0 {
+        let search = p.hits > 0 && !p.exact;
+        let limit = if search {
+            p.steps.max(LOOP_SEARCH)
+        } else {
+            p.steps
+        };
+        let mut done = 0u32;
+        let mut hits = 0u32;
+        let mut after = 0u32;
+        let mut resume = Resume::Cont(0);
+        let mut found = !search;
+        // Searching: the loop's head, where the backward jump went, and
+        // the instructions of one iteration (stepped to come back to it).
+        let mut head: Option<(u64, u32)> = None;
+        let mut body: Option<u32> = None;
+        // Never stop inside detrun's code in the tracee (it updates the
+        // shared clock and tables, and an int3 there would reach every
+        // process mapping it): step on until out, the same steps every run.
+        loop {
+            let want = done < p.steps || (done < limit && (!found || (search && body.is_none())));
+            if !want && (done >= p.steps.saturating_add(100_000) || !self.in_shim(tid)) {
+                break;
+            }
+            let before = sys::get_regs(tid).map_or(0, |r| r.rip);
+            match self.point_step(tid, before) {
+                Ok(rip) => {
+                    done += 1;
+                    if done == p.steps + 1 && found {
+                        self.stats.insn_points_moved += 1;
+                    }
+                    match head {
+                        Some((h, at)) if rip == h && body.is_none() => body = Some(done - at),
+                        None if search
+                            && done >= p.steps
+                            && rip < before
+                            && !self.in_system(tid, rip) =>
+                        {
+                            found = true;
+                            head = Some((rip, done));
+                        }
+                        _ => {}
+                    }
+                }
+                Err(Some(r)) => {
+                    resume = r;
+                    return self.point_end(tid, vt, done, 0, 0, resume);
+                }
+                Err(None) => return,
+            }
+        }
+        if p.hits > 0 {
             match self.breakpoint_hits(tid, p.hits) {
                 Ok((n, r)) => {
                     hits = n;
@@ -94,12 +173,61 @@ impl Ctx {
                 }
                 Err(()) => return,
             }
+            // A position in the loop's body (a replay steps what was done).
+            let want_after = if p.exact {
+                p.after
+            } else {
+                p.after % body.unwrap_or(16).max(1)
+            };
+            if hits >= p.hits && matches!(resume, Resume::Cont(0)) {
+                while after < want_after {
+                    let before = sys::get_regs(tid).map_or(0, |r| r.rip);
+                    match self.point_step(tid, before) {
+                        Ok(_) => after += 1,
+                        Err(Some(r)) => {
+                            resume = r;
+                            break;
+                        }
+                        Err(None) => return,
+                    }
+                }
+            }
         }
+        self.point_end(tid, vt, done, hits, after, resume)
+    }
+
+    /// One single-step of an instruction-level point from `at`: the new
+    /// instruction pointer, or how the point ends (None: the thread is
+    /// gone).
+    fn point_step(&mut self, tid: pid_t, at: u64) -> Result<u64, Option<Resume>> {
+        if crate::syncpoints::is_site(self, tid, at) {
+            // A sync-op entry is a point of its own: end here.
+            return Err(Some(Resume::Cont(0)));
+        }
+        if self.step(tid).is_err() {
+            return Err(None);
+        }
+        let Some(st) = self.wait_stop(tid) else {
+            return Err(None);
+        };
+        match self.point_stop(tid, st, true) {
+            // An emulated rdtsc/cpuid also counts as one instruction.
+            None => {
+                self.stats.single_steps += 1;
+                Ok(sys::get_regs(tid).map_or(0, |r| r.rip))
+            }
+            Some(PointEnd::Gone) => Err(None),
+            Some(PointEnd::At(r)) => Err(Some(r)),
+        }
+    }
+
+    fn point_end(&mut self, tid: pid_t, vt: u32, done: u32, hits: u32, after: u32, resume: Resume) {
         self.stats.insn_preemptions += 1;
-        self.world.insn_preempted(vt, done, hits);
+        self.world.insn_preempted(vt, done, hits, after);
         let t = self.world.clock.elapsed();
         if let Some(tr) = self.trace.as_mut() {
-            tr.insn_preemption(t, vt, done, hits);
+            let rip = sys::get_regs(tid).map_or(0, |r| r.rip);
+            tr.insn_preemption(t, vt, rip, (done, hits, after));
         }
         self.yield_running(tid, resume);
     }
@@ -113,6 +241,10 @@ impl Ctx {
             return Err(());
         };
         let addr = r.rip;
+        if crate::syncpoints::is_site(self, tid, addr) {
+            // A sync-op entry is a point already.
+            return Ok((0, Resume::Cont(0)));
+        }
         let mut orig = [0u8; 1];
         if sys::read_mem(tid, addr, &mut orig).is_err() {
             return Ok((0, Resume::Cont(0)));
@@ -124,8 +256,17 @@ impl Ctx {
                 arm(false);
                 return Err(());
             }
-            let Some(st) = self.wait_stop(tid) else {
-                return Err(());
+            let st = match self.wait_or_spin(tid) {
+                Waited::Stop(st) => st,
+                Waited::Spin => {
+                    // It spins where the instruction is never reached: the
+                    // point ends at the spin's canonical point. Recorded
+                    // as `want` executions, which a replay waits for the
+                    // same way.
+                    arm(false);
+                    return Ok((want, Resume::Cont(0)));
+                }
+                Waited::Gone => return Err(()),
             };
             arm(false);
             let at_bp = libc::WIFSTOPPED(st)
@@ -166,6 +307,73 @@ impl Ctx {
                 };
             }
         }
+    }
+
+    /// Wait for the next stop of `tid`, which runs towards a breakpoint.
+    /// It may never get there (spinning on memory another thread must
+    /// change): after a few alarm ticks, and backing off, it is probed
+    /// for a spin, as the watchdog probes a running thread.
+    fn wait_or_spin(&mut self, tid: pid_t) -> Waited {
+        let start = crate::watchdog::ALARMS.load(std::sync::atomic::Ordering::Relaxed);
+        let mut next = crate::watchdog::PROBE_FIRST;
+        let mut asked = false;
+        let mut leaving = false;
+        loop {
+            let st = match sys::wait_pid(tid, 0) {
+                Ok((_, st)) => st,
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {
+                    let now = crate::watchdog::ALARMS.load(std::sync::atomic::Ordering::Relaxed);
+                    let t = now.wrapping_sub(start) as u64;
+                    if crate::watchdog::forward_pending() && !asked && sys::interrupt(tid).is_ok() {
+                        // A signal to detrun: end the point, so that the
+                        // loop forwards it (and ends the run) at once.
+                        asked = true;
+                        leaving = true;
+                    } else if !asked && t >= next && sys::interrupt(tid).is_ok() {
+                        asked = true;
+                        next = t + t.clamp(1, crate::watchdog::PROBE_MAX_GAP);
+                    }
+                    continue;
+                }
+                Err(_) => return Waited::Gone,
+            };
+            self.absorb_clock();
+            let probe = libc::WIFSTOPPED(st) && (st >> 16) == sys::PTRACE_EVENT_STOP;
+            if probe && leaving {
+                return Waited::Stop(st);
+            }
+            if !(probe && asked) {
+                if asked {
+                    // Our interrupt is still on its way: its stop is then
+                    // a probe of the loop's (harmless: it only preempts a
+                    // spin that would never end).
+                    self.watch.probe = Some(crate::watchdog::Probe {
+                        tid,
+                        mark: self.watch.resumed_at,
+                        next: crate::watchdog::PROBE_FIRST,
+                        pending: true,
+                    });
+                }
+                return Waited::Stop(st);
+            }
+            asked = false;
+            match self.pure_loop(tid) {
+                super::spin::Verdict::Spin => return Waited::Spin,
+                super::spin::Verdict::Not => {
+                    if sys::cont(tid, 0).is_err() {
+                        return Waited::Gone;
+                    }
+                }
+                super::spin::Verdict::Other(st) => return Waited::Stop(st),
+            }
+        }
+    }
+
+    /// Is `rip` in the system's code (libc, the loader) in `tid`'s image?
+    fn in_system(&self, tid: pid_t, rip: u64) -> bool {
+        self.threads
+            .get(&tid)
+            .is_some_and(|t| self.procs[t.proc as usize].patch.sync.in_system(rip))
     }
 
     /// Is `tid` executing detrun's code (the shared file's code or a stat
