@@ -301,6 +301,7 @@ impl Ctx {
                 wait_mask: None,
                 parked_nr: -1,
                 last_sync: None,
+                restart: None,
                 io_restore: Vec::new(),
                 again: false,
                 vtid,
@@ -382,6 +383,12 @@ impl Ctx {
     pub(crate) fn wait_tid(tid: pid_t) -> Option<i32> {
         loop {
             match sys::wait_pid(tid, 0) {
+                // A spin probe's stop inside a nested wait: go on as before.
+                Ok((_, st)) if sys::take_probe(tid, st) => {
+                    if sys::resume_as_before(tid).is_err() {
+                        return None;
+                    }
+                }
                 Ok((_, st)) => return Some(st),
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
                 Err(_) => return None,

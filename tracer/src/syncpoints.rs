@@ -127,21 +127,24 @@ const MAX_ATOMICS: usize = 4096;
 /// put no data in `.text` on x86-64, so a linear decode finds every
 /// instruction; a section that does not decode cleanly is left out.
 fn file_atomics(path: &str) -> Vec<(u64, usize)> {
-    use iced_x86::{Decoder, DecoderOptions, Mnemonic, OpKind};
-    let Ok(data) = std::fs::read(path) else {
-        return Vec::new();
-    };
-    let Ok(elf) = goblin::elf::Elf::parse(&data) else {
-        return Vec::new();
-    };
-    let Some(first) = elf
+    with_elf(path, atomics_of).unwrap_or_default()
+}
+
+/// Parse the ELF file at `path` and give `f` it, its bytes and the page of
+/// its first loadable segment (what its addresses are relative to).
+fn with_elf<T>(path: &str, f: impl Fn(&goblin::elf::Elf, &[u8], u64) -> T) -> Option<T> {
+    let data = std::fs::read(path).ok()?;
+    let elf = goblin::elf::Elf::parse(&data).ok()?;
+    let first = elf
         .program_headers
         .iter()
-        .find(|p| p.p_type == goblin::elf::program_header::PT_LOAD)
-    else {
-        return Vec::new();
-    };
+        .find(|p| p.p_type == goblin::elf::program_header::PT_LOAD)?;
     let load = first.p_vaddr & !4095;
+    Some(f(&elf, &data, load))
+}
+
+fn atomics_of(elf: &goblin::elf::Elf, data: &[u8], load: u64) -> Vec<(u64, usize)> {
+    use iced_x86::{Decoder, DecoderOptions, Mnemonic, OpKind};
     let mut v = Vec::new();
     for sh in &elf.section_headers {
         let name = elf.shdr_strtab.get_at(sh.sh_name).unwrap_or("");
@@ -184,20 +187,10 @@ fn file_atomics(path: &str) -> Vec<(u64, usize)> {
 /// The functions of [`FUNCS`] an ELF file defines, relative to the page of
 /// its first loadable segment.
 fn file_funcs(path: &str) -> Vec<(u16, u64)> {
-    let Ok(data) = std::fs::read(path) else {
-        return Vec::new();
-    };
-    let Ok(elf) = goblin::elf::Elf::parse(&data) else {
-        return Vec::new();
-    };
-    let Some(first) = elf
-        .program_headers
-        .iter()
-        .find(|p| p.p_type == goblin::elf::program_header::PT_LOAD)
-    else {
-        return Vec::new();
-    };
-    let load = first.p_vaddr & !4095;
+    with_elf(path, |elf, _, load| funcs_of(elf, load)).unwrap_or_default()
+}
+
+fn funcs_of(elf: &goblin::elf::Elf, load: u64) -> Vec<(u16, u64)> {
     let mut v = Vec::new();
     for (tab, strs) in [(&elf.dynsyms, &elf.dynstrtab), (&elf.syms, &elf.strtab)] {
         for s in tab.iter() {

@@ -39,15 +39,69 @@ pub fn seize(pid: pid_t, options: i32) -> io::Result<()> {
 }
 
 pub fn cont(pid: pid_t, sig: i32) -> io::Result<()> {
+    note_request(pid, libc::PTRACE_CONT);
     ptrace(libc::PTRACE_CONT, pid, 0, sig as usize).map(drop)
 }
 
 pub fn syscall(pid: pid_t, sig: i32) -> io::Result<()> {
+    note_request(pid, libc::PTRACE_SYSCALL);
     ptrace(libc::PTRACE_SYSCALL, pid, 0, sig as usize).map(drop)
 }
 
 pub fn singlestep(pid: pid_t) -> io::Result<()> {
+    note_request(pid, libc::PTRACE_SINGLESTEP);
     ptrace(libc::PTRACE_SINGLESTEP, pid, 0, 0).map(drop)
+}
+
+// A spin probe's PTRACE_INTERRUPT is asynchronous: its stop may surface
+// inside a nested wait (an injected call, a step of a handler), where it
+// is not expected. The thread it was sent to, and the last request each
+// thread was resumed with, let such a wait resume the thread as it was
+// going (see `Ctx::wait_tid`).
+static PROBE_TID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+const SLOTS: usize = 1024;
+static LAST_REQ: [std::sync::atomic::AtomicU64; SLOTS] =
+    [const { std::sync::atomic::AtomicU64::new(0) }; SLOTS];
+
+fn note_request(pid: pid_t, req: u32) {
+    let v = (pid as u32 as u64) << 32 | req as u64;
+    LAST_REQ[pid as usize % SLOTS].store(v, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Interrupt `pid` for a spin probe.
+pub fn probe(pid: pid_t) -> io::Result<()> {
+    PROBE_TID.store(pid, std::sync::atomic::Ordering::Relaxed);
+    interrupt(pid)
+}
+
+/// A probe of `pid` is in flight.
+pub fn probe_in_flight(pid: pid_t) -> bool {
+    PROBE_TID.load(std::sync::atomic::Ordering::Relaxed) == pid
+}
+
+/// `st`, a stop of `pid`, is its probe's: take the probe (true).
+pub fn take_probe(pid: pid_t, st: i32) -> bool {
+    let ev = libc::WIFSTOPPED(st) && (st >> 16) == PTRACE_EVENT_STOP;
+    ev && PROBE_TID
+        .compare_exchange(
+            pid,
+            0,
+            std::sync::atomic::Ordering::Relaxed,
+            std::sync::atomic::Ordering::Relaxed,
+        )
+        .is_ok()
+}
+
+/// Resume `pid` with the request it was last resumed with.
+pub fn resume_as_before(pid: pid_t) -> io::Result<()> {
+    let v = LAST_REQ[pid as usize % SLOTS].load(std::sync::atomic::Ordering::Relaxed);
+    let req = if (v >> 32) as u32 == pid as u32 {
+        v as u32
+    } else {
+        libc::PTRACE_CONT
+    };
+    note_request(pid, req);
+    ptrace(req as _, pid, 0, 0).map(drop)
 }
 
 pub fn interrupt(pid: pid_t) -> io::Result<()> {

@@ -110,14 +110,13 @@ pub struct Watch {
 }
 
 /// A spin probe: of which thread and stretch (the mark of its last real
-/// stop, which a probe's own stop does not replace), the tick of the next,
-/// and whether an interrupt for one is on its way.
+/// stop, which a probe's own stop does not replace) and the tick of the
+/// next. Whether one is in flight, `sys::probe_in_flight` says.
 #[derive(Clone, Copy, Debug)]
 pub struct Probe {
     pub tid: pid_t,
     pub mark: Mark,
     pub next: u64,
-    pub pending: bool,
 }
 
 impl Ctx {
@@ -191,7 +190,7 @@ impl Ctx {
         let mark = self.watch.resumed_at;
         let next = match self.watch.probe {
             Some(p) if p.tid == tid && p.mark == mark => {
-                if p.pending {
+                if sys::probe_in_flight(tid) {
                     return false;
                 }
                 p.next
@@ -208,14 +207,13 @@ impl Ctx {
         if !others && self.world.next_deadline().is_none() {
             return false;
         }
-        if proc_state(tid) != Some('R') || sys::interrupt(tid).is_err() {
+        if proc_state(tid) != Some('R') || sys::probe(tid).is_err() {
             return false;
         }
         self.watch.probe = Some(Probe {
             tid,
             mark,
             next: ticks + ticks.clamp(1, PROBE_MAX_GAP),
-            pending: true,
         });
         true
     }

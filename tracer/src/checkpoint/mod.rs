@@ -695,6 +695,7 @@ fn tracee_from(tid: pid_t, t: &ThreadSnap, nstid: pid_t) -> Tracee {
         wait_mask: t.wait_mask,
         parked_nr: t.parked_nr,
         last_sync: t.last_sync,
+        restart: None,
         vtid: t.vtid,
         nstid,
     }

@@ -24,8 +24,8 @@ use crate::config::RunConfig;
 use crate::ctx::{Ctx, Hold, Hooks};
 use crate::summary::Summary;
 use crate::sys;
-use crate::task::{Park, Resume};
-use crate::watchdog::{self, forward_pending, install_handlers, stop_alarm};
+use crate::task::{Park, Post, Resume};
+use crate::watchdog::{forward_pending, install_handlers, stop_alarm};
 use detrun_scheduler::{Next, Wait, WakeReason};
 use libc::pid_t;
 
@@ -573,7 +573,7 @@ impl Ctx {
             (libc::SIGTRAP, libc::PTRACE_EVENT_EXEC) => crate::handlers::exec::on_exec(self, tid),
             (libc::SIGTRAP, libc::PTRACE_EVENT_EXIT) => self.on_exit_event(tid),
             (libc::SIGTRAP, libc::PTRACE_EVENT_VFORK_DONE) => self.on_vfork_done(tid),
-            (_, sys::PTRACE_EVENT_STOP) => self.on_event_stop(tid, sig),
+            (_, sys::PTRACE_EVENT_STOP) => self.on_event_stop(tid, sig, st),
             (libc::SIGTRAP, 0) if self.sync_trap(tid) => {}
             (sig, _) => crate::handlers::signal::on_signal(self, tid, sig),
         }
@@ -614,7 +614,7 @@ impl Ctx {
 
     /// PTRACE_EVENT_STOP: a group-stop (ignored: job control is not
     /// virtualized) or our own PTRACE_INTERRUPT.
-    fn on_event_stop(&mut self, tid: pid_t, sig: i32) {
+    fn on_event_stop(&mut self, tid: pid_t, sig: i32, st: i32) {
         if matches!(
             sig,
             libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
@@ -629,17 +629,18 @@ impl Ctx {
         }
         // The watchdog interrupted the running thread.
         let state_kernel = crate::handlers::process::was_in_syscall(tid);
-        let probe = self.watch.probe.filter(|p| p.tid == tid && p.pending);
-        if let Some(p) = probe {
-            self.watch.probe = Some(watchdog::Probe {
-                pending: false,
-                ..p
-            });
+        let probe = self.watch.probe.filter(|p| p.tid == tid);
+        if let (Some(p), true) = (probe, sys::take_probe(tid, st)) {
             if state_kernel {
                 // Caught inside a call the filter let through: not a spin,
                 // and no reason to park it (that is the watchdog's, for a
-                // call that blocks); the call goes on or restarts.
+                // call that blocks). The kernel restarts it: that seccomp
+                // stop is this call's, not an event of its own.
                 self.watch.resumed_at = p.mark;
+                let nr = sys::get_regs(tid).map_or(-1, |r| r.orig_rax as i64);
+                if let Some(t) = self.threads.get_mut(&tid) {
+                    t.restart = Some(nr);
+                }
                 let _ = sys::cont(tid, 0);
                 return;
             }
@@ -696,6 +697,19 @@ impl Ctx {
         let Some(t) = self.threads.get_mut(&tid) else {
             return;
         };
+        if let Some(nr) = t.restart.take() {
+            let n = regs.orig_rax as i64;
+            if n == nr || n == libc::SYS_restart_syscall {
+                // Resumed as the first entry was (to its exit stop if that
+                // one had work there).
+                let _ = if matches!(t.post, Post::None) {
+                    sys::cont(tid, 0)
+                } else {
+                    sys::syscall(tid, 0)
+                };
+                return;
+            }
+        }
         let redo = redo || std::mem::take(&mut t.again);
         let vt = t.vt;
         let expired = self.world.tick(vt);

@@ -316,7 +316,6 @@ impl Ctx {
     fn wait_or_spin(&mut self, tid: pid_t) -> Waited {
         let start = crate::watchdog::ALARMS.load(std::sync::atomic::Ordering::Relaxed);
         let mut next = crate::watchdog::PROBE_FIRST;
-        let mut asked = false;
         let mut leaving = false;
         loop {
             let st = match sys::wait_pid(tid, 0) {
@@ -324,13 +323,14 @@ impl Ctx {
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {
                     let now = crate::watchdog::ALARMS.load(std::sync::atomic::Ordering::Relaxed);
                     let t = now.wrapping_sub(start) as u64;
-                    if crate::watchdog::forward_pending() && !asked && sys::interrupt(tid).is_ok() {
+                    if sys::probe_in_flight(tid) {
+                        continue;
+                    }
+                    if crate::watchdog::forward_pending() && sys::probe(tid).is_ok() {
                         // A signal to detrun: end the point, so that the
                         // loop forwards it (and ends the run) at once.
-                        asked = true;
                         leaving = true;
-                    } else if !asked && t >= next && sys::interrupt(tid).is_ok() {
-                        asked = true;
+                    } else if t >= next && sys::probe(tid).is_ok() {
                         next = t + t.clamp(1, crate::watchdog::PROBE_MAX_GAP);
                     }
                     continue;
@@ -338,25 +338,14 @@ impl Ctx {
                 Err(_) => return Waited::Gone,
             };
             self.absorb_clock();
-            let probe = libc::WIFSTOPPED(st) && (st >> 16) == sys::PTRACE_EVENT_STOP;
-            if probe && leaving {
+            // A probe still in flight when this returns surfaces later: in
+            // the loop (a probe there) or in a nested wait (resumed as before).
+            if !sys::take_probe(tid, st) {
                 return Waited::Stop(st);
             }
-            if !(probe && asked) {
-                if asked {
-                    // Our interrupt is still on its way: its stop is then
-                    // a probe of the loop's (harmless: it only preempts a
-                    // spin that would never end).
-                    self.watch.probe = Some(crate::watchdog::Probe {
-                        tid,
-                        mark: self.watch.resumed_at,
-                        next: crate::watchdog::PROBE_FIRST,
-                        pending: true,
-                    });
-                }
+            if leaving {
                 return Waited::Stop(st);
             }
-            asked = false;
             match self.pure_loop(tid) {
                 super::spin::Verdict::Spin => return Waited::Spin,
                 super::spin::Verdict::Not => {
