@@ -322,11 +322,10 @@ fn sync_points_are_recorded_and_replayed() {
     let sched = dir.join("fail.sched");
     let trace = dir.join("t.jsonl");
     let mut found = None;
-    for s in 1..=300u64 {
+    for s in 1..=600u64 {
         let seed = s.to_string();
         let o = detrun(&[
-            "--pct=3",
-            "--pct-steps=60",
+            "--chaos",
             "--seed",
             &seed,
             "--record-schedule",
@@ -341,7 +340,7 @@ fn sync_points_are_recorded_and_replayed() {
             break;
         }
     }
-    let s = found.expect("PCT finds the check-then-act bug in 300 seeds");
+    let s = found.expect("chaos finds the check-then-act bug in 600 seeds");
     let text = std::fs::read_to_string(&trace).expect("trace");
     assert!(
         text.contains("\"sync\":\"pthread_mutex_lock\""),

@@ -124,7 +124,7 @@ fn race(guest: &str) {
         show(&o)
     );
     check_counts(&r, 200, guest);
-    assert_eq!(r["policy"], "chaos", "{guest}: the default hunt policy");
+    assert_eq!(r["policy"], "mix", "{guest}: the default hunt policy");
     let failing = with_status(&r, "fail");
     assert!(
         !failing.is_empty(),
@@ -144,18 +144,39 @@ fn race(guest: &str) {
             .is_some_and(|t| t.contains(&format!("--seed {seed}"))),
         "{guest}: the failing run's replay command must name its seed: {first}"
     );
+    // The portfolio names the seed's strategy, and its replay line gives it.
+    let strategy = first["strategy"].as_str().unwrap_or("");
+    let policy = if strategy.starts_with("pct") {
+        "pct"
+    } else {
+        "chaos"
+    };
+    assert!(
+        first["replay"]
+            .as_str()
+            .is_some_and(|t| t.contains(&format!("--policy {policy}"))),
+        "{guest}: the replay command must give the seed's strategy {strategy}: {first}"
+    );
     let out = stdout(&o);
     assert!(
         out.lines().any(|l| l.contains("replay: detrun replay --seed ")
-            && l.contains("--policy chaos")
+            && l.contains("--policy ")
             && l.contains(bin)),
-        "{guest}: the final table must give a `replay: detrun replay --seed S --policy chaos -- CMD` line:\n{out}"
+        "{guest}: the final table must give a `replay: detrun replay --seed S --policy P -- CMD` line:\n{out}"
     );
 
     let expected = first["exit_code"].as_i64();
+    let line: Vec<&str> = first["replay"]
+        .as_str()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .collect();
+    assert_replays_fail(guest, seed, &line, expected, 10);
+    // `replay --seed S` with no policy is the portfolio's strategy too.
     let s = seed.to_string();
-    let args = ["replay", "--seed", &s, "--policy", "chaos", "--", bin];
-    assert_replays_fail(guest, seed, &args, expected, 10);
+    let args = ["replay", "--seed", &s, "--", bin];
+    assert_replays_fail(guest, seed, &args, expected, 2);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -159,10 +159,10 @@ pub struct Tracee {
     /// The last sync-op entry the thread made: (function, first argument),
     /// for the deadlock report.
     pub last_sync: Option<(&'static str, u64)>,
-    /// A spin probe interrupted this passed-through call, which the
-    /// kernel restarts: its next seccomp stop is the same call, not a new
-    /// event.
-    pub restart: Option<i64>,
+    /// A spin probe interrupted this passed-through call (number, address
+    /// of its seccomp stop), which the kernel restarts: if the thread's next
+    /// stop is that call's seccomp stop, it is not a new event.
+    pub restart: Option<(i64, u64)>,
     /// Descriptors to steal again into `io` (an instance of a checkpoint).
     pub io_restore: Vec<(i32, i16)>,
     /// Guest-visible TID (as the original run had it) and the kernel's

@@ -543,6 +543,12 @@ impl Ctx {
         }
         let sig = libc::WSTOPSIG(st);
         let event = (st >> 16) & 0xffff;
+        if event != libc::PTRACE_EVENT_SECCOMP {
+            // A probed call's restart comes as the thread's next stop.
+            if let Some(t) = self.threads.get_mut(&tid) {
+                t.restart = None;
+            }
+        }
         match (sig, event) {
             (libc::SIGTRAP, libc::PTRACE_EVENT_SECCOMP)
                 if self.turn.in_kernel.contains_key(&tid) =>
@@ -637,9 +643,9 @@ impl Ctx {
                 // call that blocks). The kernel restarts it: that seccomp
                 // stop is this call's, not an event of its own.
                 self.watch.resumed_at = p.mark;
-                let nr = sys::get_regs(tid).map_or(-1, |r| r.orig_rax as i64);
+                let at = sys::get_regs(tid).map_or((-1, 0), |r| (r.orig_rax as i64, r.rip));
                 if let Some(t) = self.threads.get_mut(&tid) {
-                    t.restart = Some(nr);
+                    t.restart = Some(at);
                 }
                 let _ = sys::cont(tid, 0);
                 return;
@@ -697,9 +703,11 @@ impl Ctx {
         let Some(t) = self.threads.get_mut(&tid) else {
             return;
         };
-        if let Some(nr) = t.restart.take() {
+        if let Some((nr, rip)) = t.restart.take() {
             let n = regs.orig_rax as i64;
-            if n == nr || n == libc::SYS_restart_syscall {
+            // The kernel backs the restarted call's rip up to its `syscall`.
+            let same = regs.rip == rip.wrapping_sub(2) || regs.rip == rip;
+            if same && (n == nr || n == libc::SYS_restart_syscall) {
                 // Resumed as the first entry was (to its exit stop if that
                 // one had work there).
                 let _ = if matches!(t.post, Post::None) {
