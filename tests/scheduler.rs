@@ -208,28 +208,47 @@ fn lock_order_inversion_is_a_reported_deadlock() {
 
 // ------------------------------------------------------------------- spin
 
-/// (4) A thread spinning without syscalls is preempted by the watchdog so
-/// the thread that sets its flag gets to run; the summary reports it.
+/// (4) A thread spinning without syscalls is preempted so that the thread
+/// that sets its flag gets to run: by a spin probe, at a point that is the
+/// same in every run (no hazard); with `--no-spin-points`, by the
+/// wall-clock watchdog, which the summary reports as a hazard.
 #[test]
 fn syscall_free_spin_is_preempted_by_the_watchdog() {
     let bin = build_c("sched_spin", false);
-    let mut cmd = Command::new(detrun_bin());
-    cmd.args(["--summary", "--"]).arg(&bin).current_dir(root());
-    let t0 = Instant::now();
-    let o = run_bounded(cmd, Duration::from_secs(30));
-    eprintln!("sched_spin: exit {} in {:?}", code(&o), t0.elapsed());
-    let err = stderr(&o);
-    assert_eq!(
-        code(&o),
-        0,
-        "sched_spin failed:\n{}\n--- stderr\n{err}",
-        stdout(&o)
-    );
-    assert!(stdout(&o).contains("flag seen"), "{}", stdout(&o));
-    assert!(
-        err.contains("watchdog"),
-        "the summary must mention the watchdog preemption:\n{err}"
-    );
+    for (flags, probe) in [(&[][..], true), (&["--no-spin-points"][..], false)] {
+        let mut cmd = Command::new(detrun_bin());
+        cmd.arg("--summary")
+            .args(flags)
+            .arg("--")
+            .arg(&bin)
+            .current_dir(root());
+        let t0 = Instant::now();
+        let o = run_bounded(cmd, Duration::from_secs(30));
+        eprintln!(
+            "sched_spin {flags:?}: exit {} in {:?}",
+            code(&o),
+            t0.elapsed()
+        );
+        let err = stderr(&o);
+        assert_eq!(
+            code(&o),
+            0,
+            "sched_spin {flags:?} failed:\n{}\n--- stderr\n{err}",
+            stdout(&o)
+        );
+        assert!(stdout(&o).contains("flag seen"), "{}", stdout(&o));
+        if probe {
+            assert!(
+                err.contains("spin points") && !err.contains("watchdog"),
+                "the spin must be preempted by a probe, with no watchdog hazard:\n{err}"
+            );
+        } else {
+            assert!(
+                err.contains("watchdog"),
+                "the summary must mention the watchdog preemption:\n{err}"
+            );
+        }
+    }
 }
 
 // ------------------------------------------------------------------ pipes
