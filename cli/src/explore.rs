@@ -404,8 +404,7 @@ fn rows(
         row.private_kb /= row.branches.max(1) as u64;
         if let Some(&b) = row.failing_seeds.first() {
             let mut s = crate::hunt::replay_command(
-                a.from_seed,
-                strategy,
+                &crate::feedback::Plan::fresh(a.from_seed, strategy),
                 sched,
                 &a.net,
                 &a.program.command,

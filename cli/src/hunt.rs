@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use crate::feedback::{Feedback, Plan, Reached};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// Exit status of `replay --verify` when the two runs differ.
@@ -18,10 +19,11 @@ pub const EXIT_DIVERGED: i32 = 121;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PolicyArg {
-    /// A portfolio across seeds: chaos on three seeds in four, PCT of
-    /// depth 3 and 2 on the others (seed % 8 = 3, 7), all with sync-op,
-    /// thread-start and instruction-level points (the strongest default
-    /// measured: bench/classes.sh).
+    /// A portfolio across seeds: chaos on five seeds in eight, PCT of
+    /// depth 3 and 2 on seed % 8 = 3, 7, and PCT of depth 2 over data
+    /// points on seed % 8 = 5 (chaos when the program has none), all with
+    /// sync-op, data, thread-start and instruction-level points (the
+    /// strongest default measured: bench/classes.sh).
     Mix,
     Chaos,
     Pct,
@@ -44,13 +46,24 @@ impl PolicyArg {
 pub struct Strategy {
     pub policy: PolicyArg,
     pub depth: u32,
+    /// PCT over data points (`--pct-data`).
+    pub data: bool,
 }
 
 impl Strategy {
     pub fn name(self) -> String {
         match self.policy {
+            PolicyArg::Pct if self.data => format!("pct-{}-data", self.depth),
             PolicyArg::Pct => format!("pct-{}", self.depth),
             p => p.name().to_string(),
+        }
+    }
+
+    fn of(policy: PolicyArg, depth: u32) -> Strategy {
+        Strategy {
+            policy,
+            depth,
+            data: false,
         }
     }
 }
@@ -67,6 +80,14 @@ pub struct SchedOpts {
     /// and printed). Example: --pct-steps 500
     #[arg(long)]
     pub pct_steps: Option<u64>,
+    /// PCT over data points (see `detrun --help`). Example: --pct-data
+    #[arg(long)]
+    pub pct_data: bool,
+    /// Data points per run for --pct-data and the portfolio's PCT over data
+    /// points (when not given, measured with the --pct-steps run).
+    /// Example: --pct-data-steps 12
+    #[arg(long)]
+    pub pct_data_steps: Option<u64>,
     /// Instruction budget of PCT's preemption points (see `detrun --help`).
     /// Example: --pct-insns 200
     #[arg(long, default_value_t = 1000)]
@@ -92,6 +113,9 @@ pub struct SchedOpts {
     /// No spin probes (see `detrun --help`). Example: --no-spin-points
     #[arg(long)]
     pub no_spin_points: bool,
+    /// No data points (see `detrun --help`). Example: --no-data-points
+    #[arg(long)]
+    pub no_data_points: bool,
 }
 
 impl SchedOpts {
@@ -99,27 +123,19 @@ impl SchedOpts {
     pub fn strategy(&self, policy: PolicyArg, seed: u64) -> Strategy {
         match policy {
             PolicyArg::Mix => match seed % 8 {
-                3 => Strategy {
-                    policy: PolicyArg::Pct,
-                    depth: 3,
+                3 => Strategy::of(PolicyArg::Pct, 3),
+                7 => Strategy::of(PolicyArg::Pct, 2),
+                5 if self.pct_data_steps.unwrap_or(0) > 0 => Strategy {
+                    data: true,
+                    ..Strategy::of(PolicyArg::Pct, 2)
                 },
-                7 => Strategy {
-                    policy: PolicyArg::Pct,
-                    depth: 2,
-                },
-                _ => Strategy {
-                    policy: PolicyArg::Chaos,
-                    depth: 0,
-                },
+                _ => Strategy::of(PolicyArg::Chaos, 0),
             },
             PolicyArg::Pct => Strategy {
-                policy,
-                depth: self.pct_depth,
+                data: self.pct_data,
+                ..Strategy::of(policy, self.pct_depth)
             },
-            p => Strategy {
-                policy: p,
-                depth: 0,
-            },
+            p => Strategy::of(p, 0),
         }
     }
 
@@ -128,40 +144,61 @@ impl SchedOpts {
         matches!(policy, PolicyArg::Pct | PolicyArg::Mix)
     }
 
+    /// The options of strategy `st` beyond its policy, as (name, value):
+    /// the same in a run's flags and in a replay line.
+    fn options(&self, st: Strategy) -> Vec<(&'static str, Option<String>)> {
+        let mut v = Vec::new();
+        if st.policy == PolicyArg::Pct {
+            v.push(("pct-insns", Some(self.pct_insns.to_string())));
+            if st.data {
+                v.push(("pct-data", None));
+            }
+            let steps = if st.data {
+                self.pct_data_steps
+            } else {
+                self.pct_steps
+            };
+            if let Some(k) = steps {
+                v.push(("pct-steps", Some(k.to_string())));
+            }
+            if self.breakpoints {
+                v.push(("breakpoints", None));
+            }
+        }
+        if let Some(n) = self.chaos_insns {
+            v.push(("chaos-insns", Some(n.to_string())));
+        }
+        if self.single_step && st.policy == PolicyArg::Chaos {
+            v.push(("single-step", None));
+        }
+        if let Some(q) = self.quantum {
+            v.push(("quantum", Some(q.to_string())));
+        }
+        if let Some(w) = &self.sync_points {
+            v.push(("sync-points", Some(w.clone())));
+        }
+        if self.no_spin_points {
+            v.push(("no-spin-points", None));
+        }
+        if self.no_data_points {
+            v.push(("no-data-points", None));
+        }
+        v
+    }
+
     /// The run flags of strategy `st`: the policy's, then every option
     /// given. The same list is what a replay line carries.
     pub fn flags(&self, st: Strategy) -> Vec<String> {
         let mut v = match st.policy {
             PolicyArg::Chaos => vec!["--chaos".to_string()],
-            PolicyArg::Pct => {
-                let mut v = vec![
-                    format!("--pct={}", st.depth),
-                    format!("--pct-insns={}", self.pct_insns),
-                ];
-                if let Some(k) = self.pct_steps {
-                    v.push(format!("--pct-steps={k}"));
-                }
-                if self.breakpoints {
-                    v.push("--breakpoints".into());
-                }
-                v
-            }
+            PolicyArg::Pct => vec![format!("--pct={}", st.depth)],
             PolicyArg::Default | PolicyArg::Mix => vec![],
         };
-        if let Some(n) = self.chaos_insns {
-            v.push(format!("--chaos-insns={n}"));
-        }
-        if self.single_step && st.policy == PolicyArg::Chaos {
-            v.push("--single-step".into());
-        }
-        if let Some(q) = self.quantum {
-            v.push(format!("--quantum={q}"));
-        }
-        if let Some(w) = &self.sync_points {
-            v.push(format!("--sync-points={w}"));
-        }
-        if self.no_spin_points {
-            v.push("--no-spin-points".into());
+        for (k, val) in self.options(st) {
+            v.push(match val {
+                Some(x) => format!("--{k}={x}"),
+                None => format!("--{k}"),
+            });
         }
         v
     }
@@ -170,31 +207,18 @@ impl SchedOpts {
     fn replay_flags(&self, st: Strategy) -> String {
         let mut s = format!(" --policy {}", st.policy.name());
         if st.policy == PolicyArg::Pct {
-            s.push_str(&format!(
-                " --pct-depth {} --pct-insns {}",
-                st.depth, self.pct_insns
-            ));
-            if let Some(k) = self.pct_steps {
-                s.push_str(&format!(" --pct-steps {k}"));
+            s.push_str(&format!(" --pct-depth {}", st.depth));
+        }
+        for (k, val) in self.options(st) {
+            let k = if st.data && k == "pct-steps" {
+                "pct-data-steps"
+            } else {
+                k
+            };
+            s.push_str(&format!(" --{k}"));
+            if let Some(x) = val {
+                s.push_str(&format!(" {x}"));
             }
-            if self.breakpoints {
-                s.push_str(" --breakpoints");
-            }
-        }
-        if let Some(n) = self.chaos_insns {
-            s.push_str(&format!(" --chaos-insns {n}"));
-        }
-        if self.single_step && st.policy == PolicyArg::Chaos {
-            s.push_str(" --single-step");
-        }
-        if let Some(q) = self.quantum {
-            s.push_str(&format!(" --quantum {q}"));
-        }
-        if let Some(w) = &self.sync_points {
-            s.push_str(&format!(" --sync-points {w}"));
-        }
-        if self.no_spin_points {
-            s.push_str(" --no-spin-points");
         }
         s
     }
@@ -208,17 +232,18 @@ impl SchedOpts {
         timeout: Duration,
         what: &str,
     ) -> Result<()> {
-        if self.uses_pct(policy) && self.pct_steps.is_none() {
-            let k = measure_steps(command, timeout, self.sync_points.as_deref() != Some("off"))?;
+        let data = self.pct_data || policy == PolicyArg::Mix;
+        let need = self.pct_steps.is_none() || (data && self.pct_data_steps.is_none());
+        if self.uses_pct(policy) && need {
+            let sync = self.sync_points.as_deref() != Some("off");
+            let (k, d) = measure_steps(command, timeout, sync, !self.no_data_points)?;
+            let k = *self.pct_steps.get_or_insert(k);
+            let d = *self.pct_data_steps.get_or_insert(d);
             eprintln!(
-                "detrun {what}: --pct-steps {k} (the events of one run under the default policy{})",
-                if self.sync_points.as_deref() == Some("off") {
-                    ""
-                } else {
-                    ", sync-op points on"
-                }
+                "detrun {what}: --pct-steps {k}, --pct-data-steps {d} (the events and data \
+                 points of one run under the default policy{})",
+                if sync { ", sync-op points on" } else { "" }
             );
-            self.pct_steps = Some(k);
         }
         Ok(())
     }
@@ -269,6 +294,11 @@ pub struct HuntArgs {
     /// Example: --no-progress
     #[arg(long)]
     no_progress: bool,
+    /// Every run a fresh seed: no runs branched from those that reached new
+    /// orders at sync objects (coverage is still measured and printed).
+    /// Example: --no-feedback
+    #[arg(long)]
+    no_feedback: bool,
     #[command(flatten)]
     net: crate::netargs::NetOpts,
     #[command(flatten)]
@@ -294,13 +324,15 @@ pub struct ReplayArgs {
     /// schedule trace differ, printing the first difference. Example: --verify
     #[arg(long)]
     verify: bool,
-    /// Replay a branch (from `explore`): at this virtual time the schedule
-    /// switches to --branch-seed. Example: --branch-at 40000000ns
+    /// Replay a branch (from `explore`, or a hunt run branched by coverage
+    /// feedback): at this virtual time or scheduling decision (`event:N`)
+    /// the schedule switches to --branch-seed; repeatable, ascending.
+    /// Example: --branch-at 40000000ns
     #[arg(long, value_name = "WHEN", requires = "branch_seed")]
-    branch_at: Option<String>,
-    /// The branch's seed. Example: --branch-seed 3
+    branch_at: Vec<String>,
+    /// The branch's seed (one per --branch-at). Example: --branch-seed 3
     #[arg(long, requires = "branch_at")]
-    branch_seed: Option<u64>,
+    branch_seed: Vec<u64>,
     #[command(flatten)]
     net: crate::netargs::NetOpts,
     #[command(flatten)]
@@ -313,6 +345,10 @@ pub struct RunResult {
     pub seed: u64,
     /// The strategy the seed ran under (`chaos`, `pct-3`, ...).
     pub strategy: String,
+    /// The corpus run this one branched from (coverage feedback).
+    pub parent: Option<u64>,
+    /// Orders at sync objects this run reached first.
+    pub new_pairs: u64,
     pub status: String,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
@@ -445,13 +481,19 @@ fn shell_quote(a: &OsString) -> String {
 }
 
 pub fn replay_command(
-    seed: u64,
-    st: Strategy,
+    plan: &Plan,
     sched: &SchedOpts,
     net: &crate::netargs::NetOpts,
     command: &[OsString],
 ) -> String {
-    let mut s = format!("detrun replay --seed {seed}{}", sched.replay_flags(st));
+    let mut s = format!(
+        "detrun replay --seed {}{}",
+        plan.base,
+        sched.replay_flags(plan.st)
+    );
+    for (at, b) in &plan.branches {
+        s.push_str(&format!(" --branch-at event:{at} --branch-seed {b}"));
+    }
     for f in net.flags() {
         s.push(' ');
         s.push_str(&shell_quote(&OsString::from(f)));
@@ -519,6 +561,7 @@ struct Report<'a> {
     runs_per_sec: f64,
     results: &'a [RunResult],
     groups: Vec<Group>,
+    coverage: crate::feedback::CoverageReport,
 }
 
 fn xml_escape(s: &str) -> String {
@@ -564,9 +607,15 @@ fn junit(results: &[RunResult], secs: f64) -> String {
     x
 }
 
-/// Events of one run under the default policy (with sync-op points when
-/// the runs have them): PCT's `k`.
-fn measure_steps(command: &[OsString], timeout: Duration, sync: bool) -> Result<u64> {
+/// Events and data points of one run under the default policy (with
+/// sync-op and data points when the runs have them): PCT's `k`, over all
+/// events and over data points.
+fn measure_steps(
+    command: &[OsString],
+    timeout: Duration,
+    sync: bool,
+    data: bool,
+) -> Result<(u64, u64)> {
     let f = std::env::temp_dir().join(format!("detrun-steps-{}.json", std::process::id()));
     let mut args = vec![
         "--summary-json".to_string(),
@@ -575,21 +624,121 @@ fn measure_steps(command: &[OsString], timeout: Duration, sync: bool) -> Result<
     if sync {
         args.push("--sync-points=on".into());
     }
+    if !data {
+        args.push("--no-data-points".into());
+    }
     run_child(&args, command, timeout, &[])?;
     let text = std::fs::read_to_string(&f).unwrap_or_default();
     let _ = std::fs::remove_file(&f);
     let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    let get = |k: &str| v[k].as_u64().unwrap_or(0);
     let n = [
         "syscalls_intercepted",
         "rdtsc",
         "cpuid",
         "threads",
         "sync_points",
+        "data_points",
     ]
     .iter()
-    .map(|k| v[k].as_u64().unwrap_or(0))
+    .map(|k| get(k))
     .sum::<u64>();
-    Ok(n.max(1))
+    Ok((n.max(1), get("data_points")))
+}
+
+/// What every run of a hunt shares.
+struct HuntRun {
+    command: Vec<OsString>,
+    sched: SchedOpts,
+    net: crate::netargs::NetOpts,
+    rules: Arc<FailRules>,
+    timeout: Duration,
+    vtimeout: u64,
+    tmp_per_run: bool,
+}
+
+impl HuntRun {
+    /// Run `plan` on CPU `cpu`: its result, and the coverage it reported.
+    fn run(&self, plan: &Plan, cpu: usize) -> Result<(RunResult, Option<Reached>)> {
+        let seed = plan.seed;
+        let tag = format!("{}-{seed}", std::process::id());
+        let cov = std::env::temp_dir().join(format!("detrun-hunt-cov-{tag}.json"));
+        let mut args = vec![
+            "--seed".to_string(),
+            plan.base.to_string(),
+            "--cpu".into(),
+            cpu.to_string(),
+            "--virtual-timeout".into(),
+            self.vtimeout.to_string(),
+            "--coverage".into(),
+            cov.to_string_lossy().into_owned(),
+        ];
+        args.extend(self.sched.flags(plan.st));
+        args.extend(self.net.flags());
+        args.extend(plan.branch_flags());
+        let tmp = std::env::temp_dir().join(format!("detrun-hunt-{tag}"));
+        let mut env: Vec<(&str, &Path)> = Vec::new();
+        if self.tmp_per_run {
+            std::fs::create_dir_all(&tmp)?;
+            env.push(("TMPDIR", &tmp));
+        }
+        let (status, out, err) = run_child(&args, &self.command, self.timeout, &env)?;
+        if self.tmp_per_run {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        let reached = std::fs::read_to_string(&cov)
+            .ok()
+            .and_then(|t| Reached::parse(&t));
+        let _ = std::fs::remove_file(&cov);
+        let (o, e) = (String::from_utf8_lossy(&out), String::from_utf8_lossy(&err));
+        let (code, sig) = match status {
+            Some(st) => {
+                let c = st.code().unwrap_or(125);
+                (Some(c), (c > 128 && c < 128 + 65).then_some(c - 128))
+            }
+            None => (None, None),
+        };
+        let (status_s, signature) = match code {
+            None => (
+                "timeout".to_string(),
+                format!("timeout after {}s", self.timeout.as_secs()),
+            ),
+            Some(124) if e.contains("detrun: virtual timeout") => (
+                "timeout".to_string(),
+                format!("virtual timeout after {}s", self.vtimeout),
+            ),
+            Some(c) if self.rules.failed(c, &o, &e) => {
+                let what = match sig {
+                    Some(s) => format!("signal {s}"),
+                    None => format!("exit {c}"),
+                };
+                let last = headline(&e);
+                (
+                    "fail".to_string(),
+                    if last.is_empty() {
+                        what
+                    } else {
+                        format!("{what}: {last}")
+                    },
+                )
+            }
+            Some(_) => ("pass".to_string(), String::new()),
+        };
+        let r = RunResult {
+            seed,
+            strategy: plan.st.name(),
+            parent: plan.parent,
+            new_pairs: 0,
+            status: status_s,
+            exit_code: code,
+            signal: sig,
+            signature,
+            stderr_tail: tail(&e, 5),
+            failed_tests: failed_tests(&o),
+            replay: replay_command(plan, &self.sched, &self.net, &self.command),
+        };
+        Ok((r, reached))
+    }
 }
 
 pub fn hunt(h: &HuntArgs) -> Result<i32> {
@@ -611,6 +760,8 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
     let next = Arc::new(AtomicU64::new(0));
     let results: Arc<Mutex<Vec<RunResult>>> = Arc::new(Mutex::new(Vec::new()));
     let failures = Arc::new(AtomicU64::new(0));
+    let feedback = Arc::new((Mutex::new(Feedback::new(!h.no_feedback)), Condvar::new()));
+    let abort = Arc::new(AtomicBool::new(false));
     let hidden = h.no_progress || !std::io::IsTerminal::is_terminal(&std::io::stderr());
     let bar = if hidden {
         indicatif::ProgressBar::hidden()
@@ -624,107 +775,67 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     bar.set_message("0");
+    let shared = Arc::new(HuntRun {
+        command: h.program.command.clone(),
+        sched: sched.clone(),
+        net: h.net.clone(),
+        rules,
+        timeout: Duration::from_secs(h.timeout.max(1)),
+        vtimeout: h.virtual_timeout,
+        tmp_per_run: h.tmpdir_per_run,
+    });
     let start = Instant::now();
     let mut workers = Vec::new();
     for w in 0..jobs {
-        let (next, results, failures, rules, bar) = (
-            next.clone(),
-            results.clone(),
-            failures.clone(),
-            rules.clone(),
-            bar.clone(),
-        );
-        let command = h.program.command.clone();
+        let (next, results, failures, bar) =
+            (next.clone(), results.clone(), failures.clone(), bar.clone());
+        let (feedback, abort, shared) = (feedback.clone(), abort.clone(), shared.clone());
         let policy = h.policy;
-        let sched = sched.clone();
-        let net = h.net.clone();
-        let timeout = Duration::from_secs(h.timeout.max(1));
-        let tmp_per_run = h.tmpdir_per_run;
         let seed_start = h.seed_start;
-        let vtimeout = h.virtual_timeout;
         let cpu = w % ncpu;
         workers.push(std::thread::spawn(move || -> Result<()> {
+            let (fb, cv) = &*feedback;
+            let lock = || fb.lock().map_err(|_| anyhow::anyhow!("poisoned"));
             loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 if i >= runs {
                     return Ok(());
                 }
                 let seed = seed_start.wrapping_add(i);
-                let mut args = vec![
-                    "--seed".to_string(),
-                    seed.to_string(),
-                    "--cpu".into(),
-                    cpu.to_string(),
-                    "--virtual-timeout".into(),
-                    vtimeout.to_string(),
-                ];
-                let st = sched.strategy(policy, seed);
-                args.extend(sched.flags(st));
-                args.extend(net.flags());
-                let tmp =
-                    std::env::temp_dir().join(format!("detrun-hunt-{}-{seed}", std::process::id()));
-                let mut env: Vec<(&str, &Path)> = Vec::new();
-                if tmp_per_run {
-                    std::fs::create_dir_all(&tmp)?;
-                    env.push(("TMPDIR", &tmp));
-                }
-                let (status, out, err) = run_child(&args, &command, timeout, &env)?;
-                if tmp_per_run {
-                    let _ = std::fs::remove_dir_all(&tmp);
-                }
-                let (o, e) = (String::from_utf8_lossy(&out), String::from_utf8_lossy(&err));
-                let (code, sig) = match status {
-                    Some(st) => {
-                        let c = st.code().unwrap_or(125);
-                        (Some(c), (c > 128 && c < 128 + 65).then_some(c - 128))
+                let plan = {
+                    let mut f = lock()?;
+                    while f.folded < f.needs(i) {
+                        if abort.load(Ordering::SeqCst) {
+                            return Ok(());
+                        }
+                        f = cv
+                            .wait_timeout(f, Duration::from_millis(100))
+                            .map_err(|_| anyhow::anyhow!("poisoned"))?
+                            .0;
                     }
-                    None => (None, None),
+                    f.plan(i, seed, shared.sched.strategy(policy, seed))
                 };
-                let (status_s, signature) = match code {
-                    None => (
-                        "timeout".to_string(),
-                        format!("timeout after {}s", timeout.as_secs()),
-                    ),
-                    Some(124) if e.contains("detrun: virtual timeout") => (
-                        "timeout".to_string(),
-                        format!("virtual timeout after {vtimeout}s"),
-                    ),
-                    Some(c) if rules.failed(c, &o, &e) => {
-                        let what = match sig {
-                            Some(s) => format!("signal {s}"),
-                            None => format!("exit {c}"),
-                        };
-                        let last = headline(&e);
-                        (
-                            "fail".to_string(),
-                            if last.is_empty() {
-                                what
-                            } else {
-                                format!("{what}: {last}")
-                            },
-                        )
+                let outcome = shared.run(&plan, cpu);
+                let reached = match outcome {
+                    Ok((r, reached)) => {
+                        if r.status != "pass" {
+                            let n = failures.fetch_add(1, Ordering::SeqCst) + 1;
+                            bar.set_message(n.to_string());
+                        }
+                        results
+                            .lock()
+                            .map_err(|_| anyhow::anyhow!("poisoned"))?
+                            .push(r);
+                        reached
                     }
-                    Some(_) => ("pass".to_string(), String::new()),
+                    Err(e) => {
+                        abort.store(true, Ordering::SeqCst);
+                        cv.notify_all();
+                        return Err(e);
+                    }
                 };
-                if status_s != "pass" {
-                    let n = failures.fetch_add(1, Ordering::SeqCst) + 1;
-                    bar.set_message(n.to_string());
-                }
-                let r = RunResult {
-                    seed,
-                    strategy: st.name(),
-                    status: status_s,
-                    exit_code: code,
-                    signal: sig,
-                    signature,
-                    stderr_tail: tail(&e, 5),
-                    failed_tests: failed_tests(&o),
-                    replay: replay_command(seed, st, &sched, &net, &command),
-                };
-                results
-                    .lock()
-                    .map_err(|_| anyhow::anyhow!("poisoned"))?
-                    .push(r);
+                lock()?.finished(i, plan, reached);
+                cv.notify_all();
                 bar.inc(1);
             }
         }));
@@ -735,9 +846,17 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
     }
     bar.finish_and_clear();
     let wall = start.elapsed();
+    let fb = std::mem::take(&mut *feedback.0.lock().map_err(|_| anyhow::anyhow!("poisoned"))?);
     let mut results =
         std::mem::take(&mut *results.lock().map_err(|_| anyhow::anyhow!("poisoned"))?);
-    results.sort_by_key(|r| r.seed);
+    results.sort_by_key(|r| r.seed.wrapping_sub(h.seed_start));
+    for r in &mut results {
+        r.new_pairs = fb
+            .new_pairs
+            .get(&r.seed.wrapping_sub(h.seed_start))
+            .copied()
+            .unwrap_or(0);
+    }
     let mut groups: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for r in results.iter().filter(|r| r.status != "pass") {
         groups.entry(r.signature.clone()).or_default().push(r.seed);
@@ -750,6 +869,7 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
         100.0 * nfail as f64 / results.len().max(1) as f64,
         h.policy.name()
     );
+    println!("{}", fb.summary(results.len() as u64));
     let mut group_list: Vec<Group> = groups
         .into_iter()
         .map(|(signature, seeds)| Group {
@@ -771,16 +891,9 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
                 seeds.join(", ")
             );
             let first = g.seeds[0];
-            println!(
-                "         replay: {}",
-                replay_command(
-                    first,
-                    sched.strategy(h.policy, first),
-                    &sched,
-                    &h.net,
-                    &h.program.command
-                )
-            );
+            if let Some(r) = results.iter().find(|r| r.seed == first) {
+                println!("         replay: {}", r.replay);
+            }
         }
         let tests: std::collections::BTreeSet<&String> =
             results.iter().flat_map(|r| r.failed_tests.iter()).collect();
@@ -808,6 +921,7 @@ pub fn hunt(h: &HuntArgs) -> Result<i32> {
             runs_per_sec: rate,
             results: &results,
             groups: group_list,
+            coverage: fb.report(results.len() as u64),
         };
         std::fs::write(f, serde_json::to_string_pretty(&rep)? + "\n")
             .with_context(|| format!("writing {}", f.display()))?;
@@ -851,7 +965,11 @@ pub fn replay(r: &ReplayArgs) -> Result<i32> {
         return Ok(2);
     }
     args.extend(r.net.flags());
-    if let (Some(at), Some(b)) = (&r.branch_at, r.branch_seed) {
+    if r.branch_at.len() != r.branch_seed.len() {
+        eprintln!("detrun: each --branch-at takes one --branch-seed");
+        return Ok(2);
+    }
+    for (at, b) in r.branch_at.iter().zip(&r.branch_seed) {
         args.extend([
             "--branch-at".into(),
             at.clone(),

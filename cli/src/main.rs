@@ -35,6 +35,7 @@ Time, randomness, CPU identity, thread interleaving and PIDs are virtual.";
 
 mod analyze;
 mod explore;
+mod feedback;
 mod hunt;
 mod netargs;
 
@@ -177,6 +178,12 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1000)]
     pct_insns: u32,
 
+    /// PCT over data points: --pct-steps counts accesses of watched globals
+    /// only (see --no-data-points), and a change point drops the thread
+    /// right after such an access. Example: --pct 2 --pct-data --pct-steps 10
+    #[arg(long, requires = "pct")]
+    pct_data: bool,
+
     /// Chaos' instruction budget: at the start of some turns and the end of
     /// some slices, let the thread run seeded further instructions before
     /// switching, so races with no syscall in their window are reached; 0
@@ -211,10 +218,25 @@ pub struct RunArgs {
     #[arg(long)]
     no_spin_points: bool,
 
+    /// With sync-op points on, no data points: otherwise up to four of the
+    /// globals the program's code writes, drawn from the seed, are watched
+    /// by the CPU's debug registers, and each read or write of them is a
+    /// scheduling point (128 per global and process). Example: --no-data-points
+    #[arg(long)]
+    no_data_points: bool,
+
     /// Write the schedule trace (decisions and intercepted syscalls, JSON
     /// lines; same bytes for the same seed). Example: --trace run.jsonl
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
+
+    /// Write the run's coverage as JSON: the ordered pairs of two threads'
+    /// events on one synchronization object (sync-op points' objects and
+    /// atomics' memory), as hashes of the two operations and code sites.
+    /// hunt reads it to prefer schedules that reach new pairs.
+    /// Example: --coverage cov.json
+    #[arg(long, value_name = "FILE")]
+    coverage: Option<PathBuf>,
 
     /// Hostname the guest sees. Example: --hostname node1
     #[arg(long, default_value = "detrun")]
@@ -321,9 +343,11 @@ pub struct RunArgs {
 
     /// Branch in place (no checkpoint): from this point on, scheduling and
     /// network faults come from --branch-seed. The same history as the branch
-    /// run from a checkpoint at this point. Example: --branch-at 40ms --branch-seed 7
+    /// run from a checkpoint at this point. Repeatable (ascending, one
+    /// --branch-seed each): a history branched again later.
+    /// Example: --branch-at 40ms --branch-seed 7
     #[arg(long, value_name = "WHEN", requires = "branch_seed")]
-    branch_at: Option<String>,
+    branch_at: Vec<String>,
 
     /// Seed of the rest of the run after --branch-at or --checkpoint-at;
     /// with --checkpoint-at it may repeat, one branch each. Example: --branch-seed 7
@@ -358,12 +382,17 @@ fn branch_plan(
     if let Some(d) = &cli.branch_out {
         std::fs::create_dir_all(d).map_err(|e| format!("--branch-out {}: {e}", d.display()))?;
     }
-    let plan = if let Some(w) = &cli.branch_at {
-        if cli.branch_seed.len() != 1 {
-            return Err("--branch-at takes exactly one --branch-seed".into());
+    let plan = if !cli.branch_at.is_empty() {
+        if cli.branch_seed.len() != cli.branch_at.len() {
+            return Err("each --branch-at takes one --branch-seed".into());
         }
+        let at = cli
+            .branch_at
+            .iter()
+            .map(|w| BranchAt::parse(w))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
         BranchPlan {
-            at: vec![BranchAt::parse(w)?],
+            at,
             seeds,
             ..Default::default()
         }
@@ -472,6 +501,11 @@ pub fn run(cli: &RunArgs, command: &[OsString]) -> Result<i32> {
             return Ok(2);
         }
     };
+    let sync_on = match cli.sync_points.as_str() {
+        "on" => true,
+        "off" => false,
+        _ => sync_points,
+    };
     let cfg = RunConfig {
         capture_branches: cli.branch_out.is_some(),
         branch,
@@ -495,13 +529,12 @@ pub fn run(cli: &RunArgs, command: &[OsString]) -> Result<i32> {
             .map(|d| (d.clamp(1, 64), cli.pct_steps.max(1), cli.pct_insns)),
         chaos_insns: cli.chaos_insns,
         breakpoints: cli.breakpoints || (cli.chaos && !cli.single_step),
-        sync_points: match cli.sync_points.as_str() {
-            "on" => true,
-            "off" => false,
-            _ => sync_points,
-        },
+        sync_points: sync_on,
+        data_points: sync_on && !cli.no_data_points,
+        pct_data: cli.pct_data,
         spin_points: !cli.no_spin_points,
         trace: cli.trace.clone(),
+        coverage: cli.coverage.clone(),
         hostname: cli.hostname.clone(),
         ncpus: cli.cpus.clamp(1, 64),
         cpu: cli.cpu,

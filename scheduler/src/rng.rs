@@ -22,6 +22,8 @@ pub enum Purpose {
     Ident = 5,
     /// The clock's sub-second starting phase.
     Clock = 6,
+    /// Which shared globals a process watches (data points).
+    Watch = 7,
 }
 
 #[derive(Clone, Debug)]

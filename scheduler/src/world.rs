@@ -83,8 +83,15 @@ pub enum Policy {
     /// Probabilistic Concurrency Testing (Burckhardt et al., ASPLOS'10):
     /// random distinct priorities, the highest runnable thread always runs,
     /// and at `depth - 1` seeded steps the running thread drops to the
-    /// lowest priorities.
-    Pct { depth: u32, steps: u64, insns: u32 },
+    /// lowest priorities. With `data`, steps are counted over data points
+    /// (accesses of watched globals) only, and a change point drops the
+    /// thread right after the access: a preemption where shared data is.
+    Pct {
+        depth: u32,
+        steps: u64,
+        insns: u32,
+        data: bool,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -254,6 +261,8 @@ pub struct World {
     pub switches: u64,
     /// Intercepted events so far (PCT steps).
     steps: u64,
+    /// Data points so far (PCT's steps with `data`).
+    data_steps: u64,
     /// PCT priority change points, ascending, with the level each sets.
     change_points: Vec<(u64, i64)>,
     /// The priority the next voluntary yield gives (falls by one each time).
@@ -322,6 +331,7 @@ impl World {
             decisions: 0,
             switches: 0,
             steps: 0,
+            data_steps: 0,
             change_points,
             yield_floor: 0,
             stepped: 0,
@@ -415,6 +425,23 @@ impl World {
         &self.cfg
     }
 
+    /// `k` of `n` candidates (indices, ascending): the shared globals
+    /// process `proc` watches, a function of the seed and the process
+    /// alone (a branch keeps them: they are the program's, not the
+    /// schedule's).
+    pub fn pick_watches(&self, proc: ProcId, n: usize, k: usize) -> Vec<usize> {
+        let mut rng = self.streams.stream(Purpose::Watch, u64::from(proc));
+        let mut idx: Vec<usize> = (0..n).collect();
+        let k = k.min(n);
+        for i in 0..k {
+            let j = i + (rng.next_u64() % (n - i) as u64) as usize;
+            idx.swap(i, j);
+        }
+        idx.truncate(k);
+        idx.sort_unstable();
+        idx
+    }
+
     /// Start an alternate history here: from now on the schedule and the
     /// network's faults come from `seed`; the program's own randomness and
     /// everything already decided stay as they are. A run from a checkpoint
@@ -430,7 +457,7 @@ impl World {
         if let Policy::Pct { depth, steps, .. } = self.cfg.policy {
             self.change_points.clear();
             for level in 1..depth.max(1) as i64 {
-                let at = self.steps + self.sched.next_u64() % steps.max(1);
+                let at = self.pct_count() + self.sched.next_u64() % steps.max(1);
                 self.change_points.push((at, level));
             }
             self.change_points.sort();
@@ -560,6 +587,21 @@ impl World {
         expired
     }
 
+    /// The steps PCT's change points are counted in.
+    fn pct_count(&self) -> u64 {
+        match self.cfg.policy {
+            Policy::Pct { data: true, .. } => self.data_steps,
+            _ => self.steps,
+        }
+    }
+
+    /// An access of a watched global by `t`: an event like `tick`'s, and
+    /// a step of PCT over data points.
+    pub fn tick_data(&mut self, t: Tid) -> bool {
+        self.data_steps += 1;
+        self.tick(t)
+    }
+
     fn policy_expired(&mut self, t: Tid) -> bool {
         if self.scripted {
             let due = self.slice >= self.slice_len;
@@ -588,12 +630,14 @@ impl World {
                 }
                 true
             }
-            Policy::Pct { insns, .. } => {
+            Policy::Pct { insns, data, .. } => {
                 // At a change point the running thread drops to that level,
                 // either now or, with an instruction budget and someone to
-                // switch to, a seeded number of instructions from now.
+                // switch to, a seeded number of instructions from now (not
+                // after a data point: the access is where to drop).
+                let insns = if data { 0 } else { insns };
                 while let Some(&(at, level)) = self.change_points.first() {
-                    if at > self.steps {
+                    if at > self.pct_count() {
                         break;
                     }
                     self.change_points.remove(0);

@@ -32,11 +32,14 @@ fn policy() -> impl Strategy<Value = Policy> {
     prop_oneof![
         Just(Policy::RoundRobin),
         Just(Policy::Chaos),
-        (1u32..4, prop_oneof![Just(0u32), Just(50u32)]).prop_map(|(d, insns)| Policy::Pct {
-            depth: d,
-            steps: 200,
-            insns
-        }),
+        (1u32..4, prop_oneof![Just(0u32), Just(50u32)], any::<bool>()).prop_map(
+            |(d, insns, data)| Policy::Pct {
+                depth: d,
+                steps: 200,
+                insns,
+                data
+            }
+        ),
     ]
 }
 
@@ -112,8 +115,10 @@ fn drive_scripted(
                 w.add_thread(p);
             }
             Op::Tick(n) => {
-                for _ in 0..*n {
-                    if w.tick(t) {
+                for i in 0..*n {
+                    // Every third event an access of a watched global.
+                    let expired = if i % 3 == 2 { w.tick_data(t) } else { w.tick(t) };
+                    if expired {
                         w.yield_turn(t);
                         cur = None;
                         break;

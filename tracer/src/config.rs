@@ -26,8 +26,15 @@ pub struct RunConfig {
     /// Threads spinning on memory are found by probes and preempted at a
     /// point that is the same in every run (`supervisor/spin.rs`).
     pub spin_points: bool,
+    /// Written globals of the program watched as points (`datapoints`).
+    pub data_points: bool,
+    /// PCT's steps are data points (`World::tick_data`).
+    pub pct_data: bool,
     /// Write the schedule trace (JSON lines) here.
     pub trace: Option<PathBuf>,
+    /// Write the orders reached at synchronization objects here
+    /// (`coverage.rs`), for hunt.
+    pub coverage: Option<PathBuf>,
     /// Stop the run (exit 124) when virtual time passes this many ns.
     pub virtual_timeout_ns: Option<u64>,
     /// Print a backtrace of the thread given turn N (1-based) at its first
@@ -109,7 +116,10 @@ impl Default for RunConfig {
             breakpoints: false,
             sync_points: false,
             spin_points: true,
+            data_points: false,
+            pct_data: false,
             trace: None,
+            coverage: None,
             script: None,
             backtrace_turn: None,
             virtual_timeout_ns: None,

@@ -110,6 +110,8 @@ pub struct Host {
     /// The guest has its own PID namespace.
     pub namespaces: bool,
     pub next_space: u64,
+    /// The last generation of watches given out (`datapoints`).
+    pub watch_gen: u64,
     pub start: Instant,
 }
 
@@ -140,6 +142,8 @@ pub struct Ctx {
     pub hooks: Hooks,
     /// Sync-op entries found per file (`syncpoints`).
     pub sync_syms: crate::syncpoints::SymCache,
+    /// The orders reached at synchronization objects, with `--coverage`.
+    pub coverage: Option<crate::coverage::Coverage>,
 }
 
 impl Ctx {
@@ -154,6 +158,7 @@ impl Ctx {
                     depth,
                     steps,
                     insns,
+                    data: cfg.pct_data,
                 },
                 (None, true) => Policy::Chaos,
                 (None, false) => Policy::RoundRobin,
@@ -164,6 +169,7 @@ impl Ctx {
             net: cfg.net.clone(),
         };
         let epoch_ns = cfg.epoch_secs.saturating_mul(1_000_000_000);
+        let cfg_coverage = cfg.coverage.is_some();
         let mut cpuid = CpuidTable::fixed(cfg.ncpus);
         // Asking the host costs a VM exit per leaf: only when the table
         // will be used.
@@ -216,11 +222,13 @@ impl Ctx {
                 cpuid_faulting: faulting,
                 namespaces: false,
                 next_space: 1,
+                watch_gen: 0,
                 start: Instant::now(),
             },
             backtrace_done: false,
             hooks,
             sync_syms: Default::default(),
+            coverage: cfg_coverage.then(Default::default),
         }
     }
 
@@ -301,6 +309,7 @@ impl Ctx {
                 wait_mask: None,
                 parked_nr: -1,
                 last_sync: None,
+                watch_gen: 0,
                 restart: None,
                 io_restore: Vec::new(),
                 again: false,

@@ -69,6 +69,9 @@ pub struct Summary {
     /// Sync-op entries armed with a breakpoint, and the points they gave.
     pub sync_sites: u64,
     pub sync_points: u64,
+    /// Globals watched by debug registers, and the points they gave.
+    pub data_watches: u64,
+    pub data_points: u64,
     /// Spin waits found by probes and preempted.
     pub spin_points: u64,
     pub scheduling_decisions: u64,
@@ -131,6 +134,8 @@ pub struct Stats {
     /// Sync-op entries armed, and the points they gave.
     pub sync_sites: u64,
     pub sync_points: u64,
+    pub data_watches: u64,
+    pub data_points: u64,
     pub spin_points: u64,
     pub threads: u64,
     pub processes: u64,
@@ -157,6 +162,8 @@ impl Default for Stats {
             breakpoint_hits: 0,
             sync_sites: 0,
             sync_points: 0,
+            data_watches: 0,
+            data_points: 0,
             spin_points: 0,
             threads: 0,
             processes: 0,
@@ -227,6 +234,8 @@ impl Stats {
             breakpoint_hits: self.breakpoint_hits,
             sync_sites: self.sync_sites,
             sync_points: self.sync_points,
+            data_watches: self.data_watches,
+            data_points: self.data_points,
             spin_points: self.spin_points,
             hazards: self
                 .hazards
@@ -293,6 +302,13 @@ impl Summary {
                 s,
                 "  sync points         {} at {} sync-op entries and atomics",
                 self.sync_points, self.sync_sites
+            );
+        }
+        if self.data_watches > 0 {
+            let _ = writeln!(
+                s,
+                "  data points         {} at {} watched globals",
+                self.data_points, self.data_watches
             );
         }
         let _ = writeln!(

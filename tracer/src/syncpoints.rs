@@ -102,6 +102,10 @@ pub struct Sites {
     /// the dynamic loader): an instruction-level point looks for a loop
     /// in the program's code, not there.
     pub system: Vec<(u64, u64)>,
+    /// Globals watched by debug registers (`datapoints`), and their
+    /// generation (a thread whose own differs is given them).
+    pub watch: Vec<crate::datapoints::Watch>,
+    pub watch_gen: u64,
 }
 
 impl Sites {
@@ -116,18 +120,27 @@ impl Sites {
 #[derive(Default)]
 pub struct SymCache {
     files: BTreeMap<(String, u64), Vec<(u16, u64)>>,
-    atomics: BTreeMap<(String, u64), Vec<(u64, usize)>>,
+    code: BTreeMap<(String, u64), Scan>,
 }
 
 /// Atomic instructions armed at most per image.
 const MAX_ATOMICS: usize = 4096;
 
-/// The atomic read-modify-write instructions of the executable sections
-/// `.text*` of an ELF file, relative to its first load page. gcc and clang
-/// put no data in `.text` on x86-64, so a linear decode finds every
+/// What a scan of a program's code found, relative to its first load page.
+#[derive(Default)]
+pub struct Scan {
+    /// Atomic read-modify-writes: (offset, length).
+    pub atomics: Vec<(u64, usize)>,
+    /// Globals some instruction writes by a RIP-relative operand, in a
+    /// writable segment: (offset, size of 1, 2, 4 or 8), by offset.
+    pub globals: Vec<(u64, u8)>,
+}
+
+/// Scan the executable sections `.text*` of an ELF file. gcc and clang put
+/// no data in `.text` on x86-64, so a linear decode finds every
 /// instruction; a section that does not decode cleanly is left out.
-fn file_atomics(path: &str) -> Vec<(u64, usize)> {
-    with_elf(path, atomics_of).unwrap_or_default()
+fn file_scan(path: &str) -> Scan {
+    with_elf(path, scan_of).unwrap_or_default()
 }
 
 /// Parse the ELF file at `path` and give `f` it, its bytes and the page of
@@ -143,9 +156,20 @@ fn with_elf<T>(path: &str, f: impl Fn(&goblin::elf::Elf, &[u8], u64) -> T) -> Op
     Some(f(&elf, &data, load))
 }
 
-fn atomics_of(elf: &goblin::elf::Elf, data: &[u8], load: u64) -> Vec<(u64, usize)> {
-    use iced_x86::{Decoder, DecoderOptions, Mnemonic, OpKind};
-    let mut v = Vec::new();
+fn scan_of(elf: &goblin::elf::Elf, data: &[u8], load: u64) -> Scan {
+    use iced_x86::{Decoder, DecoderOptions, InstructionInfoFactory, Mnemonic, OpAccess, OpKind};
+    let writable: Vec<(u64, u64)> = elf
+        .program_headers
+        .iter()
+        .filter(|h| {
+            h.p_type == goblin::elf::program_header::PT_LOAD
+                && h.p_flags & goblin::elf::program_header::PF_W != 0
+        })
+        .map(|h| (h.p_vaddr, h.p_vaddr.saturating_add(h.p_memsz)))
+        .collect();
+    let mut atomics = Vec::new();
+    let mut globals = BTreeMap::new();
+    let mut info = InstructionInfoFactory::new();
     for sh in &elf.section_headers {
         let name = elf.shdr_strtab.get_at(sh.sh_name).unwrap_or("");
         let exec = sh.sh_flags & u64::from(goblin::elf::section_header::SHF_EXECINSTR) != 0;
@@ -159,7 +183,7 @@ fn atomics_of(elf: &goblin::elf::Elf, data: &[u8], load: u64) -> Vec<(u64, usize
         let Some(code) = data.get(off..off.saturating_add(size)) else {
             continue;
         };
-        let mut found = Vec::new();
+        let (mut found, mut written) = (Vec::new(), Vec::new());
         let mut clean = true;
         let mut d = Decoder::with_ip(64, code, sh.sh_addr, DecoderOptions::NONE);
         while d.can_decode() {
@@ -172,16 +196,37 @@ fn atomics_of(elf: &goblin::elf::Elf, data: &[u8], load: u64) -> Vec<(u64, usize
             if mem && (insn.has_lock_prefix() || insn.mnemonic() == Mnemonic::Xchg) {
                 found.push((insn.ip().wrapping_sub(load), insn.len()));
             }
+            if mem && insn.is_ip_rel_memory_operand() && insn.op0_kind() == OpKind::Memory {
+                let target = insn.ip_rel_memory_address();
+                let size = insn.memory_size().size();
+                let stored = info.info(&insn).used_memory().iter().any(|m| {
+                    matches!(
+                        m.access(),
+                        OpAccess::Write | OpAccess::ReadWrite | OpAccess::CondWrite
+                    )
+                });
+                let in_data = writable.iter().any(|&(a, b)| target >= a && target < b);
+                if stored && in_data && matches!(size, 1 | 2 | 4 | 8) {
+                    written.push((target.wrapping_sub(load), size as u8));
+                }
+            }
         }
         if clean {
-            v.extend(found);
+            atomics.extend(found);
+            for (t, size) in written {
+                let e = globals.entry(t).or_insert(size);
+                *e = (*e).max(size);
+            }
         }
-        if v.len() >= MAX_ATOMICS {
-            v.truncate(MAX_ATOMICS);
+        if atomics.len() >= MAX_ATOMICS {
+            atomics.truncate(MAX_ATOMICS);
             break;
         }
     }
-    v
+    Scan {
+        atomics,
+        globals: globals.into_iter().collect(),
+    }
 }
 
 /// The functions of [`FUNCS`] an ELF file defines, relative to the page of
@@ -327,15 +372,19 @@ pub fn arm(s: &mut Ctx, tid: pid_t) {
     for (addr, func) in found {
         arm_one(s, tid, p, addr, Kind::Entry(func));
     }
-    for addr in program_atomics(&mut s.sync_syms, &maps, tgid) {
+    let (atomics, globals) = program_code(&mut s.sync_syms, &maps, tgid);
+    for addr in atomics {
         arm_one(s, tid, p, addr, Kind::Atomic);
     }
+    crate::datapoints::choose(s, tid, p, &globals);
 }
 
-/// The atomic instructions of the program's own image.
-fn program_atomics(cache: &mut SymCache, maps: &[Mapping], tgid: pid_t) -> Vec<u64> {
+/// The atomic instructions and the written globals of the program's own
+/// image, at their addresses in this process.
+fn program_code(cache: &mut SymCache, maps: &[Mapping], tgid: pid_t) -> (Vec<u64>, Vec<(u64, u8)>) {
+    let none = (Vec::new(), Vec::new());
     let Ok(exe) = std::fs::read_link(format!("/proc/{tgid}/exe")) else {
-        return Vec::new();
+        return none;
     };
     let exe = exe.to_string_lossy().into_owned();
     let Some(low) = maps
@@ -343,23 +392,28 @@ fn program_atomics(cache: &mut SymCache, maps: &[Mapping], tgid: pid_t) -> Vec<u
         .filter(|m| m.path == exe)
         .min_by_key(|m| m.start)
     else {
-        return Vec::new();
+        return none;
     };
     if low.offset != 0 {
-        return Vec::new();
+        return none;
     }
     let key = (exe.clone(), inode(&exe));
-    let list = cache
+    let scan = cache.code.entry(key).or_insert_with(|| file_scan(&exe));
+    let atomics = scan
         .atomics
-        .entry(key)
-        .or_insert_with(|| file_atomics(&exe));
-    list.iter()
+        .iter()
         .map(|&(off, _)| low.start.wrapping_add(off))
         .filter(|&a| {
             maps.iter()
                 .any(|m| m.exec && m.path == exe && a >= m.start && a < m.end)
         })
-        .collect()
+        .collect();
+    let globals = scan
+        .globals
+        .iter()
+        .map(|&(off, size)| (low.start.wrapping_add(off), size))
+        .collect();
+    (atomics, globals)
 }
 
 /// Arm one address: its int3, and the trampoline (an atomic needs one).
@@ -397,13 +451,9 @@ fn arm_one(s: &mut Ctx, tid: pid_t, p: usize, addr: u64, kind: Kind) {
         // The trampoline's int3 after the relocated instruction: the
         // trampoline's bytes are the instruction's length or a little more
         // (a relocated displacement keeps its size), so find it.
-        let mut t = [0u8; 64];
-        if sys::read_mem(tid, tramp, &mut t).is_ok() {
-            let n = iced_x86::Decoder::with_ip(64, &t, tramp, iced_x86::DecoderOptions::NONE)
-                .decode()
-                .len() as u64;
+        if let Some(relocated) = crate::insn::decode(tid, tramp) {
             sites.insert(
-                tramp + n,
+                tramp + relocated.len() as u64,
                 Site {
                     kind: Kind::After(addr + len),
                     orig: 0xCC,
@@ -451,21 +501,37 @@ pub fn on_hit(s: &mut Ctx, tid: pid_t, mut regs: Regs, site: u64, x: Site) {
         return;
     }
     s.stats.sync_points += 1;
+    if s.coverage.is_some() {
+        cover(s, tid, &regs, x);
+    }
     let Some(t) = s.threads.get_mut(&tid) else {
         return;
     };
     if let Kind::Entry(f) = x.kind {
         t.last_sync = Some((FUNCS[f as usize], regs.rdi));
     }
-    let vt = t.vt;
-    let expired = s.world.tick(vt);
+    match x.kind {
+        Kind::Entry(f) => point(s, tid, FUNCS[f as usize], regs.rdi, false),
+        Kind::Atomic => point(s, tid, "atomic", site, false),
+        Kind::After(_) => point(s, tid, "atomic-done", site, false),
+    }
+}
+
+/// A point between syscalls (`what` on `obj`: a sync op, an atomic, a
+/// watched global): an event of the world like a trapped syscall, where
+/// the policy may switch threads (`data`: an access of a watched global).
+pub fn point(s: &mut Ctx, tid: pid_t, what: &str, obj: u64, data: bool) {
+    let Some(vt) = s.threads.get(&tid).map(|t| t.vt) else {
+        return;
+    };
+    let expired = if data {
+        s.world.tick_data(vt)
+    } else {
+        s.world.tick(vt)
+    };
     let t = s.world.clock.elapsed();
     if let Some(tr) = s.trace.as_mut() {
-        match x.kind {
-            Kind::Entry(f) => tr.sync_point(t, vt, FUNCS[f as usize], regs.rdi),
-            Kind::Atomic => tr.sync_point(t, vt, "atomic", site),
-            Kind::After(_) => tr.sync_point(t, vt, "atomic-done", site),
-        }
+        tr.sync_point(t, vt, what, obj);
     }
     if expired {
         s.yield_running(tid, Resume::Cont(0));
@@ -473,6 +539,51 @@ pub fn on_hit(s: &mut Ctx, tid: pid_t, mut regs: Regs, site: u64, x: Site) {
         s.continue_running(tid);
     }
 }
+
+/// The coverage event of a point (`coverage.rs`): a sync op's object is
+/// its first argument and its site the return address; an atomic's
+/// object is the memory it changes (its relocated copy in the trampoline
+/// names the same address). Calls with no object are not events.
+fn cover(s: &mut Ctx, tid: pid_t, regs: &Regs, x: Site) {
+    let (op, obj, site) = match x.kind {
+        Kind::Entry(f) => {
+            let name = FUNCS[f as usize];
+            if !OBJECT_FUNCS.iter().any(|p| name.starts_with(p)) {
+                return;
+            }
+            let Ok(ret) = sys::read_u64(tid, regs.rsp) else {
+                return;
+            };
+            (u64::from(f), regs.rdi, ret)
+        }
+        Kind::Atomic => {
+            let Some(obj) = crate::insn::memory_target(tid, regs, x.tramp) else {
+                return;
+            };
+            (FUNCS.len() as u64, obj, regs.rip.wrapping_sub(1))
+        }
+        Kind::After(_) => return,
+    };
+    let Some(t) = s.threads.get(&tid) else {
+        return;
+    };
+    let (space, vt) = (s.procs[t.proc as usize].space, t.vt);
+    if let Some(c) = s.coverage.as_mut() {
+        c.event(space, obj, vt, op, site);
+    }
+}
+
+/// Prefixes of the functions whose first argument is a synchronization
+/// object.
+const OBJECT_FUNCS: &[&str] = &[
+    "pthread_mutex_",
+    "pthread_rwlock_",
+    "pthread_cond_",
+    "sem_",
+    "pthread_barrier_",
+    "pthread_spin_",
+    "pthread_once",
+];
 
 /// Count a point of the atomic at `site`; at its `ATOMIC_HITS`th, put
 /// the original byte back (this execution still goes through the

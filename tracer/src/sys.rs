@@ -450,3 +450,44 @@ pub fn ready(f: &std::os::fd::OwnedFd, events: i16) -> bool {
     // SAFETY: polling one owned descriptor without blocking.
     unsafe { libc::poll(&mut p, 1, 0) > 0 }
 }
+
+/// Offset of debug register `i` in the tracee's `struct user`.
+fn debugreg_off(i: usize) -> usize {
+    std::mem::offset_of!(libc::user, u_debugreg) + 8 * i
+}
+
+/// Debug register `i` of a stopped tracee (DR6: what fired).
+pub fn debugreg(pid: pid_t, i: usize) -> io::Result<u64> {
+    // SAFETY: PEEKUSER into no buffer; the value is the return (errno tells errors).
+    unsafe { *libc::__errno_location() = 0 };
+    let v = unsafe { libc::ptrace(libc::PTRACE_PEEKUSER, pid, debugreg_off(i), 0) };
+    if v == -1 && io::Error::last_os_error().raw_os_error() != Some(0) {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(v as u64)
+}
+
+/// Watch `w` (address, length 1/2/4/8, aligned) for reads and writes in
+/// debug registers 0-3 of a stopped tracee; the rest off.
+pub fn set_watches(pid: pid_t, w: &[(u64, u8)]) -> io::Result<()> {
+    let poke = |i: usize, v: u64| {
+        // SAFETY: POKEUSER of a debug register; the kernel checks the value.
+        cvt(unsafe { libc::ptrace(libc::PTRACE_POKEUSER, pid, debugreg_off(i), v) }).map(|_| ())
+    };
+    poke(7, 0)?;
+    let mut dr7 = 0u64;
+    for (i, &(addr, len)) in w.iter().take(4).enumerate() {
+        poke(i, addr)?;
+        let len_bits = match len {
+            1 => 0b00,
+            2 => 0b01,
+            8 => 0b10,
+            _ => 0b11,
+        };
+        dr7 |= 1 << (2 * i) | 0b11 << (16 + 4 * i) | len_bits << (18 + 4 * i);
+    }
+    if dr7 != 0 {
+        poke(7, dr7)?;
+    }
+    Ok(())
+}

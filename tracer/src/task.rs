@@ -159,6 +159,8 @@ pub struct Tracee {
     /// The last sync-op entry the thread made: (function, first argument),
     /// for the deadlock report.
     pub last_sync: Option<(&'static str, u64)>,
+    /// The generation of its process's watches its debug registers hold.
+    pub watch_gen: u64,
     /// A spin probe interrupted this passed-through call (number, address
     /// of its seccomp stop), which the kernel restarts: if the thread's next
     /// stop is that call's seccomp stop, it is not a new event.

@@ -53,10 +53,11 @@ impl Branches {
             return true;
         };
         if !plan.checkpoint {
-            self.next += 1;
-            if let Some(Some(seed)) = plan.seeds.first() {
+            // In place, point i switches to seed i.
+            if let Some(Some(seed)) = plan.seeds.get(self.next) {
                 cx.world.branch(*seed);
             }
+            self.next += 1;
             return true;
         }
         let index = self.taken;

@@ -695,6 +695,8 @@ fn tracee_from(tid: pid_t, t: &ThreadSnap, nstid: pid_t) -> Tracee {
         wait_mask: t.wait_mask,
         parked_nr: t.parked_nr,
         last_sync: t.last_sync,
+        // A fork's threads have no debug registers set: set at their turn.
+        watch_gen: 0,
         restart: None,
         vtid: t.vtid,
         nstid,

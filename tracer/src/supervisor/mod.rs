@@ -149,6 +149,9 @@ impl Supervisor {
         if let Some(t) = self.cx.trace.as_mut() {
             t.flush()?;
         }
+        if let (Some(path), Some(c)) = (&self.cx.cfg.coverage, &self.cx.coverage) {
+            std::fs::write(path, c.to_json(self.cx.world.decisions))?;
+        }
         if let Some((path, policy)) = &self.cx.cfg.record_schedule {
             let sc = crate::schedule::Schedule {
                 seed: self.cx.cfg.seed,
@@ -382,6 +385,7 @@ impl Ctx {
         }
         self.turn.running = Some(tid);
         self.turn.hold = Hold::Normal;
+        crate::datapoints::sync_thread(self, tid);
         self.mark_resume();
         self.turn.kernel_retry = true;
         let Some(t) = self.threads.get_mut(&tid) else {
@@ -590,10 +594,16 @@ impl Ctx {
         let Ok(regs) = sys::get_regs(tid) else {
             return false;
         };
+        let Ok(si) = sys::get_siginfo(tid) else {
+            return false;
+        };
+        if let Some(slot) = crate::datapoints::hit(self, tid, si.si_code) {
+            crate::datapoints::on_hit(self, tid, &regs, slot);
+            return true;
+        }
         // An int3's SIGTRAP comes from the kernel (SI_KERNEL), not kill().
-        let from_int3 = || sys::get_siginfo(tid).is_ok_and(|si| si.si_code == 0x80);
         match crate::syncpoints::hit(self, tid, &regs) {
-            Some((site, x)) if from_int3() => {
+            Some((site, x)) if si.si_code == 0x80 => {
                 crate::syncpoints::on_hit(self, tid, regs, site, x);
                 true
             }

@@ -15,11 +15,11 @@
 //! stepping met is handled as if the thread had run to it freely.
 
 use crate::ctx::Ctx;
+use crate::insn::{decode, reg};
 use crate::sys::{self, Regs};
 use crate::task::Resume;
 use crate::watchdog::Mark;
-use iced_x86::{Code, Decoder, DecoderOptions, FlowControl, Instruction};
-use iced_x86::{InstructionInfoFactory, OpAccess, Register};
+use iced_x86::{Code, FlowControl, InstructionInfoFactory, OpAccess};
 use libc::pid_t;
 
 /// Instructions a loop iteration may have.
@@ -45,39 +45,6 @@ pub(super) enum Verdict {
     Other(i32),
 }
 
-fn reg(r: &Regs, x: Register) -> Option<u64> {
-    use Register::*;
-    Some(match x.full_register() {
-        RAX => r.rax,
-        RBX => r.rbx,
-        RCX => r.rcx,
-        RDX => r.rdx,
-        RSI => r.rsi,
-        RDI => r.rdi,
-        RBP => r.rbp,
-        RSP => r.rsp,
-        R8 => r.r8,
-        R9 => r.r9,
-        R10 => r.r10,
-        R11 => r.r11,
-        R12 => r.r12,
-        R13 => r.r13,
-        R14 => r.r14,
-        R15 => r.r15,
-        ES | CS | SS | DS => 0,
-        FS => r.fs_base,
-        GS => r.gs_base,
-        _ => return Option::None,
-    })
-    .map(|v| match x.size() {
-        4 => v & 0xffff_ffff,
-        2 => v & 0xffff,
-        1 if x.is_gpr8() && matches!(x, AH | BH | CH | DH) => (v >> 8) & 0xff,
-        1 => v & 0xff,
-        _ => v,
-    })
-}
-
 /// The registers a loop iteration must leave as they were (flags without
 /// the trap and resume bits the stepping sets).
 fn same(a: &Regs, b: &Regs) -> bool {
@@ -93,20 +60,6 @@ fn same(a: &Regs, b: &Regs) -> bool {
     ) && f(a) == f(b)
 }
 
-/// The instruction at `rip`, if it can be read and decoded.
-fn decode(tid: pid_t, rip: u64) -> Option<Instruction> {
-    let mut code = [0u8; 16];
-    // The last bytes of a code page may be followed by an unmapped one.
-    let room = (4096 - (rip & 4095)).min(16) as usize;
-    let n = if sys::read_mem(tid, rip, &mut code).is_ok() {
-        16
-    } else {
-        sys::read_mem(tid, rip, &mut code[..room]).ok()?;
-        room
-    };
-    let insn = Decoder::with_ip(64, &code[..n], rip, DecoderOptions::NONE).decode();
-    (!insn.is_invalid()).then_some(insn)
-}
 
 impl Ctx {
     /// The probe's interrupt stopped `tid` (running, in user space): spin

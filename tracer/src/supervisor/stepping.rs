@@ -65,6 +65,11 @@ impl Ctx {
             return None;
         }
         if sig == libc::SIGTRAP && event == 0 {
+            // A watched global's access: preempt after it, where the
+            // point stands.
+            if crate::datapoints::is_hit(self, tid) {
+                return Some(PointEnd::At(Resume::Cont(0)));
+            }
             // Ran into a sync-op entry's int3: preempt at the entry, the
             // int3 not yet run (it runs, a point of its own, later).
             if let Ok(mut r) = sys::get_regs(tid) {
