@@ -34,6 +34,15 @@ fn to_files(args: &[&str], dir: &Path, name: &str) -> i32 {
     st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0))
 }
 
+/// `detrun --seed 4 --chaos --chaos-insns 0 EXTRA -- GUEST`: chaos at
+/// syscall, sync-op and thread-start points (see DESIGN-NOTES, copies).
+fn chaos_at_syscalls(guest: &str, extra: &[&str]) -> std::process::Output {
+    let mut a = vec!["--seed", "4", "--chaos", "--chaos-insns", "0"];
+    a.extend_from_slice(extra);
+    a.extend_from_slice(&["--", guest]);
+    detrun_limit(&a, LIMIT)
+}
+
 fn read(p: PathBuf) -> Vec<u8> {
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
@@ -330,26 +339,10 @@ fn conformance_guests_resume_from_a_checkpoint() {
     for guest in guests {
         let bin = build_c(guest, false);
         let g = path_str(&bin);
-        let plain = detrun_limit(
-            &["--seed", "4", "--chaos", "--chaos-insns", "0", "--", g],
-            LIMIT,
-        );
+        let plain = chaos_at_syscalls(g, &[]);
         let mut taken = 0;
         for at in ["1us", "300us", "1ms"] {
-            let ck = detrun_limit(
-                &[
-                    "--seed",
-                    "4",
-                    "--chaos",
-                    "--chaos-insns",
-                    "0",
-                    "--checkpoint-at",
-                    at,
-                    "--",
-                    g,
-                ],
-                LIMIT,
-            );
+            let ck = chaos_at_syscalls(g, &["--checkpoint-at", at]);
             if stderr(&ck).contains("no checkpoint was taken") {
                 continue; // the guest ended before `at`
             }
@@ -374,24 +367,8 @@ fn conformance_guests_resume_from_a_checkpoint() {
     ] {
         let bin = build_c(guest, false);
         let g = path_str(&bin);
-        let plain = detrun_limit(
-            &["--seed", "4", "--chaos", "--chaos-insns", "0", "--", g],
-            LIMIT,
-        );
-        let ck = detrun_limit(
-            &[
-                "--seed",
-                "4",
-                "--chaos",
-                "--chaos-insns",
-                "0",
-                "--checkpoint-at",
-                "1us",
-                "--",
-                g,
-            ],
-            LIMIT,
-        );
+        let plain = chaos_at_syscalls(g, &[]);
+        let ck = chaos_at_syscalls(g, &["--checkpoint-at", "1us"]);
         let err = stderr(&ck);
         if err.contains("no checkpoint was taken") {
             assert!(err.contains(why), "{guest}: {}", show(&ck));

@@ -129,8 +129,7 @@ impl Feedback {
                     new += u64::from(self.seen.insert(p));
                 }
                 // Only a run with decisions to branch at can be a parent.
-                if new > 0 && r.decisions > 1 && plan.st.policy != crate::hunt::PolicyArg::Default
-                {
+                if new > 0 && r.decisions > 1 && plan.st.policy != crate::hunt::PolicyArg::Default {
                     self.corpus.push(Entry {
                         index: i,
                         plan,
@@ -140,7 +139,7 @@ impl Feedback {
             }
             self.new_pairs.insert(i, new);
             self.folded += 1;
-            if self.folded % BATCH == 0 {
+            if self.folded.is_multiple_of(BATCH) {
                 self.curve.push((self.folded, self.seen.len() as u64));
             }
         }
@@ -154,7 +153,7 @@ impl Feedback {
         let limit = self.needs(i);
         let eligible = self.corpus.partition_point(|e| e.index < limit);
         let h = mix(seed, 0x6d75_7461_7465);
-        if !self.on || eligible == 0 || h % 2 == 0 {
+        if !self.on || eligible == 0 || h.is_multiple_of(2) {
             return fresh;
         }
         let parent = &self.corpus[((h >> 1) % eligible as u64) as usize];
@@ -275,8 +274,9 @@ mod tests {
     fn folding_is_in_index_order_whatever_the_finish_order() {
         let mut a = Feedback::new(true);
         let mut b = Feedback::new(true);
-        let runs: Vec<(u64, Option<Reached>)> =
-            (0..60).map(|i| (i, reached(&[i % 7, 100 + i % 3]))).collect();
+        let runs: Vec<(u64, Option<Reached>)> = (0..60)
+            .map(|i| (i, reached(&[i % 7, 100 + i % 3])))
+            .collect();
         for (i, r) in &runs {
             let r = r.as_ref().map(|r| Reached {
                 pairs: r.pairs.clone(),

@@ -2,13 +2,13 @@
 //! again. Each run is a child `detrun` process (so a crash or hang of one
 //! run is contained and reported), pinned to its own CPU.
 
+use crate::feedback::{Feedback, Plan, Reached};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use crate::feedback::{Feedback, Plan, Reached};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};

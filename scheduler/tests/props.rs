@@ -117,7 +117,11 @@ fn drive_scripted(
             Op::Tick(n) => {
                 for i in 0..*n {
                     // Every third event an access of a watched global.
-                    let expired = if i % 3 == 2 { w.tick_data(t) } else { w.tick(t) };
+                    let expired = if i % 3 == 2 {
+                        w.tick_data(t)
+                    } else {
+                        w.tick(t)
+                    };
                     if expired {
                         w.yield_turn(t);
                         cur = None;

@@ -41,7 +41,9 @@ pub fn choose(s: &mut Ctx, tid: pid_t, p: usize, globals: &[(u64, u8)]) {
     if !s.cfg.data_points || globals.is_empty() {
         return;
     }
-    let picked = s.world.pick_watches(p as detrun_scheduler::ProcId, globals.len(), SLOTS);
+    let picked = s
+        .world
+        .pick_watches(p as detrun_scheduler::ProcId, globals.len(), SLOTS);
     let w: Vec<Watch> = picked
         .into_iter()
         .map(|i| {

@@ -60,7 +60,6 @@ fn same(a: &Regs, b: &Regs) -> bool {
     ) && f(a) == f(b)
 }
 
-
 impl Ctx {
     /// The probe's interrupt stopped `tid` (running, in user space): spin
     /// or not. `mark` is its stretch's start, kept while it computes.
