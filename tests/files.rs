@@ -41,8 +41,10 @@ fn random_files_list_identically() {
         .collect();
     assert_eq!(outs[0], outs[1], "listings differ between runs");
     assert!(outs[0].lines().count() > 400, "{}", outs[0]);
-    // Files created in the run carry virtual times (2024-01-01 ...).
-    assert!(outs[0].contains("2024-01-01 00:00:00."), "{}", outs[0]);
+    // Files created in the run carry virtual times, seconds after the
+    // epoch (2024-01-01): how many depends on the events before, which
+    // grow with PATH's length (sh looks each command up in every entry).
+    assert!(outs[0].contains("2024-01-01 00:00:0"), "{}", outs[0]);
 }
 
 /// Acceptance 2: /proc identity files come from the seed.

@@ -51,13 +51,6 @@ fn read_json(p: &Path, what: &str) -> Value {
         .unwrap_or_else(|e| panic!("{what} {} is not JSON ({e}):\n{text}", p.display()))
 }
 
-/// The value after `flag` in a printed command line, if the flag is there.
-fn flag_value<'a>(line: &'a str, flag: &str) -> Option<&'a str> {
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let at = words.iter().position(|w| *w == flag)?;
-    words.get(at + 1).copied()
-}
-
 // ------------------------------------------------------------ 1. the races
 
 /// The whole story for one guest: the default schedule passes (10 times,
@@ -155,27 +148,19 @@ fn preempt_race(guest: &str) {
     let replay_line = first_fail["replay"].as_str().unwrap_or_else(|| {
         panic!("{guest}: the failing result has no replay command: {first_fail}")
     });
+    // A run branched by hunt's coverage feedback is its parent's seed up
+    // to a decision, then its own: the line names it as the branch seed.
+    let names_seed = replay_line.contains(&format!("--seed {seed} "))
+        || replay_line.contains(&format!("--branch-seed {seed} "));
     assert!(
-        replay_line.contains(&format!("--seed {seed}"))
-            && replay_line.contains(&format!("--pct-insns {INSNS}")),
-        "{guest}: the replay command must name the seed and `--pct-insns {INSNS}`: {replay_line}"
+        names_seed
+            && replay_line.contains(&format!("--pct-insns {INSNS}"))
+            && replay_line.contains("--pct-steps "),
+        "{guest}: the replay command must name the seed, `--pct-insns {INSNS}` and --pct-steps: {replay_line}"
     );
-    let s = seed.to_string();
-    let mut args = vec![
-        "replay",
-        "--seed",
-        &s,
-        "--policy",
-        "pct",
-        "--pct-depth",
-        "2",
-        "--pct-insns",
-        INSNS,
-    ];
-    if let Some(k) = flag_value(replay_line, "--pct-steps") {
-        args.extend_from_slice(&["--pct-steps", k]);
-    }
-    args.extend_from_slice(&["--", bin]);
+    // The replay line as printed, verbatim.
+    let args: Vec<&str> = replay_line.split_whitespace().skip(1).collect();
+    assert_eq!(args.first(), Some(&"replay"), "{replay_line}");
     let expected = first_fail["exit_code"].as_i64();
     assert_replays_fail(guest, seed, &args, expected, 10);
     let _ = std::fs::remove_dir_all(&dir);
