@@ -597,6 +597,11 @@ impl Ctx {
         self.vt_tid = vt_tid;
         self.procs = procs;
         let tids: Vec<pid_t> = self.threads.keys().copied().collect();
+        for &tid in &tids {
+            // A fork has no debug registers set; the thread holding the turn
+            // goes on without a new one, so every copy gets its watches now.
+            crate::datapoints::sync_thread(self, tid);
+        }
         for tid in tids {
             let want = self
                 .threads
