@@ -23,8 +23,10 @@ pub const SLOTS: usize = 4;
 /// Points one watched global gives per process before it is dropped.
 const WATCH_HITS: u32 = 128;
 
-/// si_code of a SIGTRAP from a hardware breakpoint.
+/// si_code of a SIGTRAP from a hardware breakpoint, and from a single
+/// step (which wins when a stepped instruction also fired a watch).
 const TRAP_HWBKPT: i32 = 4;
+const TRAP_TRACE: i32 = 2;
 
 /// One watched global.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,22 +81,54 @@ pub fn sync_thread(s: &mut Ctx, tid: pid_t) {
     }
     let gen = sites.watch_gen;
     let w: Vec<(u64, u8)> = sites.watch.iter().map(|w| (w.addr, w.len)).collect();
-    if sys::set_watches(tid, &w).is_ok() {
-        if let Some(t) = s.threads.get_mut(&tid) {
-            t.watch_gen = gen;
+    match sys::set_watches(tid, &w) {
+        Ok(()) => {
+            if let Some(t) = s.threads.get_mut(&tid) {
+                t.watch_gen = gen;
+            }
         }
+        Err(e) if s.cfg.debug => eprintln!("detrun-debug: watches of {tid}: {e}"),
+        Err(_) => {}
     }
 }
 
 /// Is this SIGTRAP stop (siginfo code `si_code`) a watch's? Its slot.
 pub fn hit(s: &Ctx, tid: pid_t, si_code: i32) -> Option<usize> {
-    if si_code != TRAP_HWBKPT {
+    if si_code != TRAP_HWBKPT && si_code != TRAP_TRACE {
         return None;
     }
     let t = s.threads.get(&tid)?;
     let n = s.procs[t.proc as usize].patch.sync.watch.len();
     let dr6 = sys::debugreg(tid, 6).ok()?;
-    (0..n).find(|&i| dr6 & (1 << i) != 0)
+    let slot = (0..n).find(|&i| dr6 & (1 << i) != 0);
+    if slot.is_some() {
+        sys::clear_dr6(tid);
+    }
+    slot
+}
+
+/// Before a probe's step: forget what fired before (an instruction-level
+/// point's steps leave DR6 as they found it), so that `fired` sees only
+/// this step.
+pub fn before_step(s: &Ctx, tid: pid_t) {
+    let watched = s
+        .threads
+        .get(&tid)
+        .is_some_and(|t| !s.procs[t.proc as usize].patch.sync.watch.is_empty());
+    if watched {
+        sys::clear_dr6(tid);
+    }
+}
+
+/// Did the instruction `tid` was just stepped over fire a watch? A probe
+/// (wall time chooses when) must then end at the stop a free run would
+/// have made there, or the point would be lost in some runs only.
+pub fn fired(s: &Ctx, tid: pid_t) -> bool {
+    let n = s
+        .threads
+        .get(&tid)
+        .map_or(0, |t| s.procs[t.proc as usize].patch.sync.watch.len());
+    n > 0 && sys::debugreg(tid, 6).is_ok_and(|dr6| (0..n).any(|i| dr6 & (1 << i) != 0))
 }
 
 /// Is this SIGTRAP stop of `tid` a watch's (for a point being stepped)?

@@ -491,3 +491,9 @@ pub fn set_watches(pid: pid_t, w: &[(u64, u8)]) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Clear DR6's record of what fired (ptrace keeps it until written).
+pub fn clear_dr6(pid: pid_t) {
+    // SAFETY: POKEUSER of DR6; errors leave it as it was.
+    unsafe { libc::ptrace(libc::PTRACE_POKEUSER, pid, debugreg_off(6), 0u64) };
+}

@@ -196,6 +196,7 @@ impl Ctx {
             }
             writes.push((addr, before));
         }
+        crate::datapoints::before_step(self, tid);
         // Not `step`: as in `spin_probe`, the clock page stays as it is.
         if sys::singlestep(tid).is_err() {
             return Step::Not;
@@ -205,7 +206,7 @@ impl Ctx {
         };
         let stepped =
             libc::WIFSTOPPED(st) && libc::WSTOPSIG(st) == libc::SIGTRAP && (st >> 16) == 0;
-        if !stepped {
+        if !stepped || crate::datapoints::fired(self, tid) {
             return Step::Other(st);
         }
         for (addr, before) in &writes {
