@@ -11,6 +11,7 @@
 //! index order, so no run waits unless a batch two back is still running.
 
 use crate::hunt::Strategy;
+use detrun_tracer::coverage::mix;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -58,6 +59,7 @@ impl Plan {
 }
 
 /// What a run reported: its pairs (hashes) and scheduling decisions.
+#[derive(Clone)]
 pub struct Reached {
     pub pairs: Vec<u64>,
     pub decisions: u64,
@@ -242,14 +244,6 @@ pub struct CoverageReport {
     pub curve: Vec<(u64, u64)>,
 }
 
-/// A stable 64-bit mix (splitmix64's finalizer).
-fn mix(a: u64, b: u64) -> u64 {
-    let mut z = a ^ b.rotate_left(29) ^ 0x9e37_79b9_7f4a_7c15;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,6 +264,13 @@ mod tests {
         })
     }
 
+    /// Fold runs 0..n, fresh, run i reaching pair i.
+    fn fold_fresh(f: &mut Feedback, n: u64) {
+        for i in 0..n {
+            f.finished(i, Plan::fresh(i, chaos()), reached(&[i]));
+        }
+    }
+
     #[test]
     fn folding_is_in_index_order_whatever_the_finish_order() {
         let mut a = Feedback::new(true);
@@ -278,11 +279,7 @@ mod tests {
             .map(|i| (i, reached(&[i % 7, 100 + i % 3])))
             .collect();
         for (i, r) in &runs {
-            let r = r.as_ref().map(|r| Reached {
-                pairs: r.pairs.clone(),
-                decisions: r.decisions,
-            });
-            a.finished(*i, Plan::fresh(*i, chaos()), r);
+            a.finished(*i, Plan::fresh(*i, chaos()), r.clone());
         }
         for (i, r) in runs.into_iter().rev() {
             b.finished(i, Plan::fresh(i, chaos()), r);
@@ -303,9 +300,7 @@ mod tests {
         let mut f = Feedback::new(true);
         // Run 30 (batch 1) is in the corpus, but run 40 (batch 1) may only
         // see batches before batch 0: none.
-        for i in 0..BATCH * 2 {
-            f.finished(i, Plan::fresh(i, chaos()), reached(&[i]));
-        }
+        fold_fresh(&mut f, BATCH * 2);
         assert!((0..BATCH * 2).all(|i| f.plan(i, i, chaos()).parent.is_none()));
         let later: Vec<Plan> = (BATCH * 2..BATCH * 3)
             .map(|i| f.plan(i, i, chaos()))
@@ -323,9 +318,7 @@ mod tests {
     #[test]
     fn off_plans_fresh_runs() {
         let mut f = Feedback::new(false);
-        for i in 0..BATCH * 3 {
-            f.finished(i, Plan::fresh(i, chaos()), reached(&[i]));
-        }
+        fold_fresh(&mut f, BATCH * 3);
         assert!((0..BATCH * 4).all(|i| f.plan(i, i, chaos()).parent.is_none()));
         assert_eq!(f.pairs(), BATCH * 3, "coverage is still counted");
     }

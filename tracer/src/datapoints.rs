@@ -5,7 +5,7 @@
 //! The scan of the program's code (`syncpoints::scan_of`) lists the globals
 //! some instruction writes through a RIP-relative operand. When a process
 //! gets its second thread, up to four of them, drawn from the seed
-//! (`World::pick`), are watched for reads and writes with the CPU's debug
+//! (`World::pick_watches`), are watched for reads and writes with the CPU's debug
 //! registers (they need no PMU, and work in these VMs). An access traps
 //! after the instruction: a point right after the read of a check-then-act
 //! is a point inside its window. A global gives `WATCH_HITS` points per
@@ -97,14 +97,22 @@ pub fn hit(s: &Ctx, tid: pid_t, si_code: i32) -> Option<usize> {
     if si_code != TRAP_HWBKPT && si_code != TRAP_TRACE {
         return None;
     }
-    let t = s.threads.get(&tid)?;
-    let n = s.procs[t.proc as usize].patch.sync.watch.len();
-    let dr6 = sys::debugreg(tid, 6).ok()?;
-    let slot = (0..n).find(|&i| dr6 & (1 << i) != 0);
+    let slot = fired_slot(s, tid);
     if slot.is_some() {
         sys::clear_dr6(tid);
     }
     slot
+}
+
+/// The watch slot DR6 says fired, if any (of the process's watches).
+fn fired_slot(s: &Ctx, tid: pid_t) -> Option<usize> {
+    let t = s.threads.get(&tid)?;
+    let n = s.procs[t.proc as usize].patch.sync.watch.len();
+    if n == 0 {
+        return None;
+    }
+    let dr6 = sys::debugreg(tid, 6).ok()?;
+    (0..n).find(|&i| dr6 & (1 << i) != 0)
 }
 
 /// Before a probe's step: forget what fired before (an instruction-level
@@ -124,11 +132,7 @@ pub fn before_step(s: &Ctx, tid: pid_t) {
 /// (wall time chooses when) must then end at the stop a free run would
 /// have made there, or the point would be lost in some runs only.
 pub fn fired(s: &Ctx, tid: pid_t) -> bool {
-    let n = s
-        .threads
-        .get(&tid)
-        .map_or(0, |t| s.procs[t.proc as usize].patch.sync.watch.len());
-    n > 0 && sys::debugreg(tid, 6).is_ok_and(|dr6| (0..n).any(|i| dr6 & (1 << i) != 0))
+    fired_slot(s, tid).is_some()
 }
 
 /// Is this SIGTRAP stop of `tid` a watch's (for a point being stepped)?
